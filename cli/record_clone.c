@@ -1,9 +1,11 @@
 /* `tracegate record --clone ID -o FILE` (and --clone-by-name NAME), as
  * Perfetto's --clone: a read-only snapshot of a running session, written
  * to FILE while the session goes on. The service flushes the session,
- * copies its buffers into a session of this connection; we read that
- * (ReadBuffers), take its statistics and free it: a machine of step.h. --save-for-bugreport is the same
- * clone of the session the service picks for a bugreport.
+ * copies its buffers into a session of this connection; the clone
+ * read-out engine (consumer/clone_read.h) reads that, takes its
+ * statistics and frees it, and this file says how each step went.
+ * --save-for-bugreport is the same clone of the session the service picks
+ * for a bugreport.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -15,130 +17,136 @@
 
 #include "cli/record.h"
 #include "cli/step.h"
+#include "consumer/clone_read.h"
 #include "tracegate/error.h"
 
 /* The snapshot does not grow: a read that brings nothing new ends it. At
  * most this many reads, in case it keeps bringing something. */
 #define MAX_READS 64
 
-/* The clone's steps: CloneSession, ReadBuffers until a read brings
- * nothing new, GetTraceStats, FreeBuffers. */
-enum { CLONE, READ, STATS, FREE };
-
 typedef struct clone_ctx {
   record_t *r;
   const char *which; /* "session 3": what is cloned, for messages */
-  uint64_t packets;  /* read so far */
-  uint64_t before;   /* ... before the read in progress */
-  int reads;
   uint64_t t0;       /* when the snapshot was there to read */
   bool nothing;      /* no session for a bugreport: no file */
+  bool over;         /* the engine ended */
+  int code;          /* the exit code so far */
 } clone_ctx_t;
 
-static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
-  (void)c;
-  clone_ctx_t *cl = ((cli_sm_t *)ctx)->ctx;
-  cl->packets++;
+/* "tracegate: [CODE] what: why" on stderr. */
+static void say(tg_notice_t notice, const char *what, const char *why) {
+  fprintf(stderr, CLI_PROG ": %s %s: %s\n", tg_notice_tag(notice), what, why);
+}
+
+static int on_packet(tg_clone_read_t *e, const uint8_t *p, size_t n) {
+  clone_ctx_t *cl = e->data;
   tg_ftrace_loss_scan(&cl->r->ftrace, p, n);
   return cli_output_packet(&cl->r->out, p, n);
 }
 
-static void on_stats(tg_consumer_t *c, void *ctx, int status, const char *msg,
-                     const Perfetto__Protos__TraceStats *st) {
-  (void)c;
-  cli_sm_t *m = ctx;
-  cli_sm_reply(m, status, msg);
-  clone_ctx_t *cl = m->ctx;
-  if (status == 0) {
-    cli_loss_collect(st, &cl->r->loss);
-    /* The service's counters say nothing of the kernel's buffers. */
-    cli_ftrace_loss_add(&cl->r->ftrace, &cl->r->loss);
-  }
+/* A read whole: a file that cannot be written ends the reads. */
+static int on_progress(tg_clone_read_t *e, uint64_t packets) {
+  (void)packets;
+  return ((clone_ctx_t *)e->data)->r->out.err;
 }
 
-static int send_clone(cli_sm_t *m) {
-  const record_t *r = ((clone_ctx_t *)m->ctx)->r;
-  tg_consumer_clone_args_t args = {.session_id = r->o.clone_id,
-                                   .unique_session_name = r->o.clone_name,
-                                   .for_bugreport = r->o.bugreport ||
-                                                    r->o.clone_for_bugreport};
-  return tg_consumer_clone_session(r->conn.c, &args, cli_sm_on_done, m);
+static void on_state(tg_clone_read_t *e, tg_clone_state_t from,
+                     tg_clone_state_t to) {
+  clone_ctx_t *cl = e->data;
+  if (from != TG_CLONE_CLONING || to != TG_CLONE_READING) return;
+  cl->t0 = cli_now_ms();
+  cl->r->began = true; /* the summary JSON lists its loss from here */
 }
 
-static int after_clone(cli_sm_t *m, cli_sm_outcome_t o) {
-  clone_ctx_t *cl = m->ctx;
-  if (o == CLI_SM_OK) {
-    cl->t0 = cli_now_ms();
-    cl->r->began = true; /* the summary JSON lists its loss from here */
-    return READ;
+/* The counters are the source session's at the time of the clone.
+ * Without them the loss is not known: the summary JSON says null. */
+static void on_stats(tg_clone_read_t *e, int status, const char *msg,
+                     const Perfetto__Protos__TraceStats *st, uint64_t loss) {
+  (void)loss;
+  clone_ctx_t *cl = e->data;
+  cl->r->no_final_stats = status != 0;
+  if (status) {
+    memset(&cl->r->loss, 0, sizeof(cl->r->loss));
+    say(TG_N_LOSS_UNKNOWN, "warning: no statistics of the snapshot", msg);
+    return;
   }
-  if (o == CLI_SM_REFUSED && m->status == TG_EREMOTE_FAILED &&
-      cl->r->o.bugreport) {
+  cli_loss_collect(st, &cl->r->loss);
+  /* The service's counters say nothing of the kernel's buffers. */
+  cli_ftrace_loss_add(&cl->r->ftrace, &cl->r->loss);
+}
+
+static void clone_failed(clone_ctx_t *cl, int status, const char *msg) {
+  record_t *r = cl->r;
+  if (status == TG_EREMOTE_FAILED && r->o.bugreport) {
     /* As perfetto_cmd: no session for a bugreport is no error, and
      * leaves no file (never an empty one). */
     fprintf(stderr, CLI_PROG ": %s nothing saved for a bugreport: %s\n",
-            TG_NOTE(BUGREPORT_NOTHING), m->msg);
-    cl->r->nothing_saved = cl->nothing = true;
-    return CLI_SM_END;
+            TG_NOTE(BUGREPORT_NOTHING), msg);
+    r->nothing_saved = cl->nothing = true;
+    return;
   }
-  cli_sm_fail(m, CLI_EXIT_FAIL, TG_N_CLONE_FAILED, "cannot clone %s",
-              cl->which);
-  return CLI_SM_END;
-}
-
-static int send_read(cli_sm_t *m) {
-  clone_ctx_t *cl = m->ctx;
-  cl->before = cl->packets;
-  cl->reads++;
-  return tg_consumer_read_buffers(cl->r->conn.c, on_packet, cli_sm_on_done, m);
-}
-
-static int after_read(cli_sm_t *m, cli_sm_outcome_t o) {
-  clone_ctx_t *cl = m->ctx;
-  if (o != CLI_SM_OK) return CLI_SM_TABLE;
-  if (cl->r->out.err) {
-    fprintf(stderr, CLI_PROG ": %s cannot write %s: %s\n",
-            TG_NOTE(OUTPUT_UNWRITABLE), cl->r->o.out,
-            tg_strerror(cl->r->out.err));
-    m->code = CLI_EXIT_FAIL;
-    return FREE;
-  }
-  return cl->packets > cl->before && cl->reads < MAX_READS ? READ : STATS;
-}
-
-static int send_stats(cli_sm_t *m) {
-  return tg_consumer_get_trace_stats(((clone_ctx_t *)m->ctx)->r->conn.c,
-                                     on_stats, m);
-}
-
-/* The counters are the source session's at the time of the clone. */
-static int after_stats(cli_sm_t *m, cli_sm_outcome_t o) {
-  clone_ctx_t *cl = m->ctx;
-  /* Without them the loss is not known: the summary JSON says null. */
-  cl->r->no_final_stats = o != CLI_SM_OK;
-  if (o != CLI_SM_OK) memset(&cl->r->loss, 0, sizeof(cl->r->loss));
-  return CLI_SM_TABLE;
-}
-
-static int send_free(cli_sm_t *m) {
-  return tg_consumer_free_buffers(((clone_ctx_t *)m->ctx)->r->conn.c,
-                                  cli_sm_on_done, m);
+  char what[320];
+  snprintf(what, sizeof(what), "cannot clone %s", cl->which);
+  say(TG_N_CLONE_FAILED, what, msg);
+  cl->code = CLI_EXIT_FAIL;
 }
 
 /* A failure after the snapshot was read is only a warning: the snapshot
  * also ends when this connection closes. */
-static const cli_sm_state_t clone_states[] = {
-    [CLONE] = {"clone", send_clone, READ, CLI_SM_END, NULL, CLI_EXIT_FAIL,
-               after_clone, TG_N_NONE},
-    [READ] = {"read", send_read, STATS, FREE, "cannot read the snapshot",
-              CLI_EXIT_FAIL, after_read, TG_N_CLONE_FAILED},
-    [STATS] = {"stats", send_stats, FREE, FREE,
-               "warning: no statistics of the snapshot", CLI_EXIT_OK,
-               after_stats, TG_N_LOSS_UNKNOWN},
-    [FREE] = {"free", send_free, CLI_SM_END, CLI_SM_END,
-              "warning: cannot free the snapshot", CLI_EXIT_OK, NULL,
-              TG_N_SNAPSHOT_NOT_FREED},
-};
+static void on_end(tg_clone_read_t *e, int status, const char *msg) {
+  clone_ctx_t *cl = e->data;
+  record_t *r = cl->r;
+  cl->over = true;
+  if (status && tg_clone_read_failed_in(e) == TG_CLONE_CLONING) {
+    clone_failed(cl, status, msg);
+    return;
+  }
+  if (status && r->out.err) {
+    fprintf(stderr, CLI_PROG ": %s cannot write %s: %s\n",
+            TG_NOTE(OUTPUT_UNWRITABLE), r->o.out, tg_strerror(r->out.err));
+    cl->code = CLI_EXIT_FAIL;
+  } else if (status) {
+    say(TG_N_CLONE_FAILED, "cannot read the snapshot", msg);
+    cl->code = CLI_EXIT_FAIL;
+  }
+  const char *why;
+  if (tg_clone_read_free_status(e, &why))
+    say(TG_N_SNAPSHOT_NOT_FREED, "warning: cannot free the snapshot", why);
+}
+
+static const tg_clone_read_cbs_t clone_cbs = {.on_state = on_state,
+                                              .on_packet = on_packet,
+                                              .on_progress = on_progress,
+                                              .on_stats = on_stats,
+                                              .on_end = on_end};
+
+/* Clones, reads and frees on the record's connection until the engine
+ * ends. Returns the exit code. */
+static int run_clone(clone_ctx_t *cl) {
+  const record_t *r = cl->r;
+  tg_clone_read_opts_t o = {.stats = true, .free_on_error = true,
+                            .max_reads = MAX_READS};
+  tg_clone_read_t e;
+  tg_clone_read_init(&e, &tg_clock_monotonic, &o, &clone_cbs, cl->which, cl);
+  tg_consumer_clone_args_t args = {.session_id = r->o.clone_id,
+                                   .unique_session_name = r->o.clone_name,
+                                   .for_bugreport = r->o.bugreport ||
+                                                    r->o.clone_for_bugreport};
+  int rv = r->conn.c ? tg_clone_read_start(&e, r->conn.c, &args)
+                     : TG_ENOT_CONNECTED;
+  if (rv < 0) {
+    clone_failed(cl, rv, r->conn.closed ? r->conn.close_msg : tg_strerror(rv));
+    return cl->code;
+  }
+  /* The consumer library answers every call, if only as it closes. */
+  if (cli_wait(&cl->r->conn, &cl->over) < 0) {
+    tg_clone_read_cancel(&e, TG_EPEER_CLOSED, cl->r->conn.close_msg);
+    say(TG_N_CLONE_FAILED, "the snapshot was not read whole",
+        cl->r->conn.close_msg);
+    cl->code = CLI_EXIT_FAIL;
+  }
+  return cl->code;
+}
 
 int record_clone(record_t *r) {
   char which[300];
@@ -148,9 +156,8 @@ int record_clone(record_t *r) {
     snprintf(which, sizeof(which), "the session named '%s'", r->o.clone_name);
   else
     snprintf(which, sizeof(which), "session %" PRIu64, r->o.clone_id);
-  clone_ctx_t cl = {.r = r, .which = which};
-  cli_sm_t m = {.cc = &r->conn, .states = clone_states, .ctx = &cl};
-  if (cli_sm_run(&m, CLONE) != CLI_EXIT_OK) return CLI_EXIT_FAIL;
+  clone_ctx_t cl = {.r = r, .which = which, .code = CLI_EXIT_OK};
+  if (run_clone(&cl) != CLI_EXIT_OK) return CLI_EXIT_FAIL;
   if (cl.nothing) return CLI_EXIT_OK;
   r->has_out = false;
   if (cli_output_commit(&r->out) < 0) return CLI_EXIT_FAIL;

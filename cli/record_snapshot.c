@@ -3,14 +3,19 @@
  * the end; each time one of its triggers fires, the service tells us
  * (ObservableEvents.clone_trigger_hit) and we clone the session on a
  * connection of its own and write the snapshot to OUT.0, OUT.1, ... while
- * the session runs on. Everything here is driven by the loop.
+ * the session runs on. The clone read-out engine (consumer/clone_read.h)
+ * clones, reads and frees; everything here is driven by the loop, so
+ * the CLI's waiting machines (step.h) are no fit: they run the loop
+ * themselves, and this runs inside its callbacks.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/record.h"
+#include "consumer/clone_read.h"
 #include "tracegate/error.h"
 
 /* The snapshot does not grow: a read that brings nothing ends it. */
@@ -19,12 +24,11 @@
 typedef struct snapshot {
   record_t *r;
   tg_consumer_t *c;
+  tg_clone_read_t e;
   cli_output_t out;
   bool has_out;
   char path[4096]; /* OUT.N, for messages */
   unsigned index;
-  uint64_t packets_before; /* of the read in flight */
-  unsigned reads;
   bool ok;
   char trigger[128], producer[128];
   int32_t producer_uid;
@@ -39,13 +43,37 @@ static void snap_fail(snapshot_t *s, const char *what, const char *msg) {
   fprintf(stderr, CLI_PROG ": %s snapshot %u (trigger '%s'): %s: %s\n",
           TG_NOTE(SNAPSHOT_FAILED), s->index, s->trigger, what, msg);
   s->ok = false;
+  tg_clone_read_cancel(&s->e, -ECANCELED, what);
   tg_consumer_close(s->c);
 }
 
-static void on_freed(tg_consumer_t *c, void *ctx, int status, const char *msg) {
-  (void)c, (void)status, (void)msg;
-  snapshot_t *s = ctx;
-  /* The snapshot also ends with the connection: a failure here loses nothing. */
+static int on_packet(tg_clone_read_t *e, const uint8_t *p, size_t n) {
+  snapshot_t *s = e->data;
+  return cli_output_packet(&s->out, p, n);
+}
+
+/* A read whole: a file that cannot be written ends the reads. */
+static int on_progress(tg_clone_read_t *e, uint64_t packets) {
+  (void)packets;
+  return ((snapshot_t *)e->data)->out.err;
+}
+
+/* Freed (or not: the snapshot also ends with the connection, and a
+ * failure there loses nothing), or failed at the clone or a read. */
+static void on_end(tg_clone_read_t *e, int status, const char *msg) {
+  snapshot_t *s = e->data;
+  if (status && tg_clone_read_failed_in(e) == TG_CLONE_CLONING) {
+    snap_fail(s, "cannot clone the session", msg);
+    return;
+  }
+  if (status && s->out.err) {
+    snap_fail(s, "cannot write it", tg_strerror(s->out.err));
+    return;
+  }
+  if (status) {
+    snap_fail(s, "cannot read it", msg);
+    return;
+  }
   if (s->has_out) {
     s->has_out = false;
     if (cli_output_commit(&s->out) == 0)
@@ -57,41 +85,9 @@ static void on_freed(tg_consumer_t *c, void *ctx, int status, const char *msg) {
   tg_consumer_close(s->c);
 }
 
-static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
-  (void)c;
-  snapshot_t *s = ctx;
-  return cli_output_packet(&s->out, p, n);
-}
-
-static void on_read(tg_consumer_t *c, void *ctx, int status, const char *msg) {
-  snapshot_t *s = ctx;
-  if (status) {
-    snap_fail(s, "cannot read it", msg);
-    return;
-  }
-  if (s->out.err) {
-    snap_fail(s, "cannot write it", tg_strerror(s->out.err));
-    return;
-  }
-  int rv;
-  if (s->out.packets > s->packets_before && ++s->reads < MAX_READS) {
-    s->packets_before = s->out.packets;
-    rv = tg_consumer_read_buffers(c, on_packet, on_read, s);
-  } else {
-    rv = tg_consumer_free_buffers(c, on_freed, s);
-  }
-  if (rv < 0) snap_fail(s, "cannot go on", tg_strerror(rv));
-}
-
-static void on_cloned(tg_consumer_t *c, void *ctx, int status, const char *msg) {
-  snapshot_t *s = ctx;
-  if (status) {
-    snap_fail(s, "cannot clone the session", msg);
-    return;
-  }
-  int rv = tg_consumer_read_buffers(c, on_packet, on_read, s);
-  if (rv < 0) snap_fail(s, "cannot read it", tg_strerror(rv));
-}
+static const tg_clone_read_cbs_t engine_cbs = {.on_packet = on_packet,
+                                               .on_progress = on_progress,
+                                               .on_end = on_end};
 
 static void on_ready(tg_consumer_t *c, int status, const char *msg) {
   snapshot_t *s = tg_consumer_data(c);
@@ -103,7 +99,7 @@ static void on_ready(tg_consumer_t *c, int status, const char *msg) {
       .clone_trigger_producer_name = s->producer,
       .clone_trigger_producer_uid = s->producer_uid,
   };
-  int rv = tg_consumer_clone_session(c, &a, on_cloned, s);
+  int rv = tg_clone_read_start(&s->e, c, &a);
   if (rv < 0) snap_fail(s, "cannot clone the session", tg_strerror(rv));
 }
 
@@ -136,6 +132,9 @@ static void start_snapshot(record_t *r,
   snprintf(s->producer, sizeof(s->producer), "%s",
            hit->producer_name ? hit->producer_name : "");
   s->producer_uid = hit->has_producer_uid ? hit->producer_uid : 0;
+  tg_clone_read_opts_t o = {.max_reads = MAX_READS};
+  tg_clone_read_init(&s->e, &tg_clock_monotonic, &o, &engine_cbs, s->trigger,
+                     s);
   snprintf(s->path, sizeof(s->path), "%s.%u", r->o.out, s->index);
   if (cli_output_open(&s->out, s->path) < 0) { /* said why */
     free(s);

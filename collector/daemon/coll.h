@@ -160,6 +160,8 @@ typedef struct coll_counts {
   /* Packets left out of snapshots before their sequence's first clear of
    * incremental state (merge.h, state_edge): the rings' oldest edge. */
   uint64_t ring_edge_packets;
+  /* Host state changes snap_host.h's table refused (a bug: logged). */
+  uint64_t snap_host_bad_transitions;
   /* Data-source problems in snapshots' host rows, by reason. */
   uint64_t ds_failures[TG_DS_REASON_COUNT];
   /* Snapshot durations (trigger to stored) by le bucket, in ms. */

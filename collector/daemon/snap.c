@@ -8,24 +8,20 @@
  * failed, the file is synced on a worker and the row finished: COMPLETE,
  * PARTIAL (failed hosts named), or FAILED when none delivered.
  *
- * A host's connection, in order (one state per host, sh_state_t):
- *   DIAL --on_ready--> CLONE --cloned--> READ --read, nothing more-->
- *   STATS --> FREE --freed--> (close) --> released: DONE or FAILED
- * Any error closes the connection and fails the host; the snapshot goes
- * on. A host silent for clone_timeout at any step (dialing, cloning,
- * reading, freeing) fails for this snapshot alone: the deadline timer
- * ticks every tenth of clone_timeout and compares each host's last
- * answer (a loop time, kept without a syscall). The host counts as
+ * A host's clone is a clone read-out engine's (consumer/clone_read.h:
+ * dial, or its standby connection, then CloneSession, the reads, its
+ * loss counters, FreeBuffers); where the host stands for the snapshot is
+ * its own state (snap_host.h, one setter). Any error closes the
+ * connection and fails the host; the snapshot goes on. The deadline
+ * timer ticks every tenth of clone_timeout and has each engine judge
+ * itself on the collector's clock (tg_clone_read_check): a host silent
+ * for clone_timeout at any step, or reading under clone_min_rate bytes a
+ * second over clone_timeout (consumer/clone_rate.h; a reader silent that
+ * long is under any floor but 0, and is told so), fails for this
+ * snapshot alone, so that a host that trickles costs the others
+ * clone_timeout, not the whole snapshot's deadline. The host counts as
  * finished only once its transport is released, so the snapshot never
  * outlives a callback that could still reach it.
- *
- * While it reads its clone, a host must also keep up a floor on its rate
- * (clone_min_rate, rate_floor.h): from the clone's answer on, over every
- * clone_timeout, at least that many bytes a second of packets. The same
- * tick samples each reader's count; a reader under the floor fails as a
- * silent one does (a reader silent that long is under any floor but 0,
- * and is told so), so that a host that trickles costs the others
- * clone_timeout, not the whole snapshot's deadline.
  *
  * What one host may cost (docs/collector.md, "Sizing"): its share of the
  * file is at most the snapshot's per-host cap (snapshot_host_max_bytes,
@@ -34,6 +30,7 @@
  * mapped sequences the merge's bound; passing any of them fails the host
  * with the reason, and the snapshot goes on with the others.
  */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -43,13 +40,14 @@
 
 #include "collector/daemon/coll.h"
 #include "collector/daemon/data_window.h"
-#include "collector/daemon/rate_floor.h"
+#include "collector/daemon/snap_host.h"
 #include "collector/daemon/import_check.h"
 #include "common/json.h"
 #include "collector/daemon/symbols.h"
 #include "common/log.h"
 #include "common/notice.h"
 #include "client/ds_problem.h"
+#include "consumer/clone_read.h"
 #include "consumer/fleet/merge_problem.h"
 #include "consumer/fleet/ftrace_loss.h"
 #include "consumer/fleet/merge.h"
@@ -72,25 +70,14 @@
 #define HOST_CAP_FACTOR 4u
 #define HOST_CAP_SLACK (1u << 20)
 
-typedef enum {
-  SH_SKIPPED, /* not asked: its ring was not up */
-  SH_DIAL,
-  SH_CLONE,
-  SH_READ,
-  SH_STATS,
-  SH_FREE,
-  SH_CLOSING,
-  SH_RELEASED,
-} sh_state_t;
-
 /* What a host was doing when it went silent (its failure says). */
-static const char *step_name(sh_state_t st) {
+static const char *step_name(tg_clone_state_t st) {
   switch (st) {
-    case SH_DIAL: return "connecting";
-    case SH_CLONE: return "cloning";
-    case SH_READ: return "reading the clone";
-    case SH_STATS: return "asking its loss counters";
-    case SH_FREE: return "freeing the clone";
+    case TG_CLONE_CONNECTING: return "connecting";
+    case TG_CLONE_CLONING: return "cloning";
+    case TG_CLONE_READING: return "reading the clone";
+    case TG_CLONE_STATS: return "asking its loss counters";
+    case TG_CLONE_FREEING: return "freeing the clone";
     default: return "closing";
   }
 }
@@ -102,7 +89,8 @@ typedef struct snap_host {
   tg_fleet_host_t *fh; /* the ring's holder: its clock estimate and info */
   tg_consumer_t *c;
   void *conn;
-  sh_state_t st;
+  coll_sh_state_t st; /* written only by set_state() */
+  tg_clone_read_t e;  /* its clone, once asked */
   bool failed, preamble;
   tg_merge_host_t mh;
   /* What the merge left out of its packets for a reason it names
@@ -111,12 +99,10 @@ typedef struct snap_host {
    * problems. */
   tg_merge_left_outs_t left;
   bool merge_partial;
-  uint64_t bytes, packets, loss, read_packets;
+  uint64_t bytes, packets, loss;
   tg_ftrace_loss_t ftrace; /* the kernel's overruns its packets carry */
   uint64_t stored; /* bytes of the file that are this host's */
   coll_window_t win; /* the time its data covers (data_window.h) */
-  int64_t heard_ms; /* coll_loop_ms of its last answer (or of its start) */
-  coll_rate_t rate; /* its bytes over time since the clone's answer */
   char err[TG_COLL_ERROR_MAX + 1];
 } snap_host_t;
 
@@ -204,15 +190,63 @@ static int sink(void *ctx, const uint8_t *p, size_t n, const uint8_t *tail,
 
 /* --- a host's clone ------------------------------------------------------- */
 
+#define S(x) (1u << COLL_SH_##x)
+/* Each host state's arrows out of it (snap_host.h's diagram). */
+static const unsigned kShNext[] = {
+    [COLL_SH_NEW] = S(SKIPPED) | S(ACTIVE) | S(RELEASED),
+    [COLL_SH_SKIPPED] = 0,
+    [COLL_SH_ACTIVE] = S(CLOSING) | S(RELEASED),
+    [COLL_SH_CLOSING] = S(RELEASED),
+    [COLL_SH_RELEASED] = 0,
+};
+#undef S
+
+bool coll_sh_transition_ok(coll_sh_state_t from, coll_sh_state_t to) {
+  if ((unsigned)from >= COLL_SH_STATE_COUNT ||
+      (unsigned)to >= COLL_SH_STATE_COUNT)
+    return false;
+  return (kShNext[from] & (1u << to)) != 0;
+}
+
+const char *coll_sh_state_name(coll_sh_state_t st) {
+  static const char *const names[] = {"new", "skipped", "active", "closing",
+                                      "released"};
+  _Static_assert(sizeof(names) / sizeof(names[0]) == COLL_SH_STATE_COUNT,
+                 "a name per host state");
+  return (unsigned)st < COLL_SH_STATE_COUNT ? names[st] : "?";
+}
+
+/* The one transition of a host's state (snap_host.h). */
+static void set_state(snap_host_t *sh, coll_sh_state_t to, const char *why) {
+  coll_sh_state_t from = sh->st;
+  if (from == to) return;
+  if (!coll_sh_transition_ok(from, to)) {
+    sh->s->c->counts.snap_host_bad_transitions++;
+    TG_ERROR("snapshot %016" PRIx64 ": host %s: %s -> %s is no transition "
+             "of snap_host.h's (%s)", sh->s->id, sh->h->t.spec,
+             coll_sh_state_name(from), coll_sh_state_name(to), why);
+    assert(!"a snapshot host transition snap_host.h does not have");
+  }
+  sh->st = to;
+  TG_DEBUG("snapshot %016" PRIx64 ": host %s: %s -> %s: %s", sh->s->id,
+           sh->h->t.spec, coll_sh_state_name(from), coll_sh_state_name(to),
+           why);
+}
+
 static void host_fail(snap_host_t *sh, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void host_close(snap_host_t *sh);
 
-/* The host answered: its clone_timeout starts again. */
-static void heard(snap_host_t *sh) { sh->heard_ms = coll_loop_ms(sh->s->c); }
+/* Whether the host's clone was not taken yet (or failed before it was):
+ * it counts in |cloned| once it is, or fails first. */
+static bool clone_to_come(const snap_host_t *sh) {
+  tg_clone_state_t st = tg_clone_read_state(&sh->e);
+  if (st == TG_CLONE_FAILED) st = tg_clone_read_failed_in(&sh->e);
+  return st <= TG_CLONE_CLONING;
+}
 
 static void host_fail(snap_host_t *sh, const char *fmt, ...) {
-  if (!sh->failed && sh->st <= SH_CLONE) sh->s->cloned++;
+  if (!sh->failed && clone_to_come(sh)) sh->s->cloned++;
   if (!sh->failed) {
     sh->failed = true;
     va_list ap;
@@ -226,8 +260,9 @@ static void host_fail(snap_host_t *sh, const char *fmt, ...) {
 }
 
 static void host_close(snap_host_t *sh) {
-  if (sh->st >= SH_CLOSING) return;
-  sh->st = SH_CLOSING;
+  if (sh->st != COLL_SH_ACTIVE) return;
+  tg_clone_read_cancel(&sh->e, -ECANCELED, "closed");
+  set_state(sh, COLL_SH_CLOSING, sh->failed ? "failed" : "closed");
   if (sh->standby) coll_standby_close(sh->h); /* standby.c tells us back */
   else tg_consumer_close(sh->c);
 }
@@ -237,7 +272,7 @@ static void maybe_finish(coll_snap_t *s);
 /* Read and freed on the standby connection: it goes back for the next
  * snapshot. */
 static void standby_done(snap_host_t *sh) {
-  sh->st = SH_RELEASED;
+  set_state(sh, COLL_SH_RELEASED, "standby connection given back");
   sh->c = NULL;
   sh->s->delivered++;
   coll_standby_give_back(sh->h);
@@ -253,13 +288,11 @@ static int over_cap(snap_host_t *sh) {
   return -ECANCELED;
 }
 
-static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
-  (void)c;
-  snap_host_t *sh = ctx;
+static int on_packet(tg_clone_read_t *e, const uint8_t *p, size_t n) {
+  snap_host_t *sh = e->data;
   coll_snap_t *s = sh->s;
   uint64_t before = s->framed;
   int rv = 0;
-  heard(sh);
   /* |n| is what the packet takes at least once framed. */
   if (sh->stored + n > s->host_cap) return over_cap(sh);
   if (!sh->preamble) {
@@ -284,87 +317,30 @@ static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
   if (rv < 0) return rv;
   tg_ftrace_loss_scan(&sh->ftrace, p, n);
   sh->packets++;
-  sh->read_packets++;
   sh->bytes += n;
   /* A compressed_packets wrapper inflates to more than |n|. */
   if (sh->stored > s->host_cap) return over_cap(sh);
   return 0;
 }
 
-static void on_freed(tg_consumer_t *c, void *ctx, int status, const char *msg) {
-  (void)c;
-  snap_host_t *sh = ctx;
-  heard(sh);
-  if (status && !sh->failed)
-    TG_WARN("snapshot %016" PRIx64 ": host %s: freeing the clone: "
-           "%s (the service frees it with the connection)", sh->s->id,
-           sh->h->t.spec, msg);
-  if (sh->standby && !status && sh->st == SH_FREE) standby_done(sh);
-  else host_close(sh);
-}
-
-static void free_clone(snap_host_t *sh) {
-  sh->st = SH_FREE;
-  if (tg_consumer_free_buffers(sh->c, on_freed, sh) < 0) host_close(sh);
-}
-
 /* What the ring lost before the clone: data its writers could not put
- * in (overwritten chunks are what a ring is for, not a loss), and what
- * the kernel's ftrace buffers overwrote before the probes read them. */
-static void on_stats(tg_consumer_t *c, void *ctx, int status, const char *msg,
-                     const Perfetto__Protos__TraceStats *st) {
-  (void)c;
+ * in (tg_clone_loss_fold), and what the kernel's ftrace buffers
+ * overwrote before the probes read them. Unknown without the counters. */
+static void on_stats(tg_clone_read_t *e, int status, const char *msg,
+                     const Perfetto__Protos__TraceStats *st, uint64_t loss) {
   (void)msg;
-  snap_host_t *sh = ctx;
-  if (sh->st != SH_STATS) return;
-  heard(sh);
-  if (!status && st) {
-    for (size_t i = 0; i < st->n_buffer_stats; i++) {
-      const Perfetto__Protos__TraceStats__BufferStats *b = st->buffer_stats[i];
-      sh->loss += b->chunks_discarded + b->patches_failed + b->abi_violations +
-                  b->trace_writer_packet_loss;
-    }
-    sh->loss += tg_ftrace_loss_overrun(&sh->ftrace);
-  }
-  free_clone(sh);
+  (void)st;
+  snap_host_t *sh = e->data;
+  if (status) return;
+  sh->loss += loss + tg_ftrace_loss_overrun(&sh->ftrace);
 }
 
-static void read_more(snap_host_t *sh);
-
-static void on_read(tg_consumer_t *c, void *ctx, int status, const char *msg) {
-  (void)c;
-  snap_host_t *sh = ctx;
-  if (sh->st != SH_READ) return;
-  heard(sh);
-  if (status) {
-    host_fail(sh, "reading the clone: %s", msg);
-    return;
-  }
-  if (sh->read_packets) { /* until a read brings nothing */
-    read_more(sh);
-    return;
-  }
-  sh->st = SH_STATS;
-  if (tg_consumer_get_trace_stats(sh->c, on_stats, sh) < 0) free_clone(sh);
-}
-
-static void read_more(snap_host_t *sh) {
-  sh->read_packets = 0;
-  int rv = tg_consumer_read_buffers(sh->c, on_packet, on_read, sh);
-  if (rv < 0) host_fail(sh, "reading the clone: %s", tg_strerror(rv));
-}
-
-static void on_cloned(tg_consumer_t *c, void *ctx, int status, const char *msg) {
-  (void)c;
-  snap_host_t *sh = ctx;
-  if (sh->st != SH_CLONE) return;
-  heard(sh);
-  if (status) {
-    host_fail(sh, "CloneSession: %s", msg);
-    return;
-  }
+/* The clone's answer came: its reads begin. */
+static void on_clone_state(tg_clone_read_t *e, tg_clone_state_t from,
+                           tg_clone_state_t to) {
+  snap_host_t *sh = e->data;
+  if (from != TG_CLONE_CLONING || to != TG_CLONE_READING) return;
   sh->s->cloned++;
-  coll_rate_start(&sh->rate, sh->heard_ms, sh->bytes);
   /* No packet of the clone can be larger than its share of the file. */
   if (sh->s->host_cap < TG_CONSUMER_DEFAULT_MAX_PACKET)
     tg_consumer_set_max_packet(sh->c, (size_t)sh->s->host_cap);
@@ -373,9 +349,36 @@ static void on_cloned(tg_consumer_t *c, void *ctx, int status, const char *msg) 
   TG_DEBUG("snapshot %016" PRIx64 ": host %s: cloned %.3f ms after the "
            "trigger", sh->s->id, sh->h->t.spec,
            (double)(coll_loop_ns(sh->s->c) - sh->s->t0) / 1e6);
-  sh->st = SH_READ;
-  read_more(sh);
 }
+
+/* The engine is over: freed (read whole, whatever FreeBuffers said), or
+ * failed at the clone or a read. */
+static void on_clone_end(tg_clone_read_t *e, int status, const char *msg) {
+  snap_host_t *sh = e->data;
+  if (status) {
+    host_fail(sh, "%s: %s",
+              tg_clone_read_failed_in(e) == TG_CLONE_CLONING
+                  ? "CloneSession"
+                  : "reading the clone",
+              msg);
+    return;
+  }
+  const char *why;
+  int freed = tg_clone_read_free_status(e, &why);
+  if (freed && !sh->failed)
+    TG_WARN("snapshot %016" PRIx64 ": host %s: freeing the clone: "
+           "%s (the service frees it with the connection)", sh->s->id,
+           sh->h->t.spec, why);
+  if (sh->standby && !freed && sh->st == COLL_SH_ACTIVE) standby_done(sh);
+  else host_close(sh);
+}
+
+static const tg_clone_read_cbs_t engine_cbs = {
+    .on_state = on_clone_state,
+    .on_packet = on_packet,
+    .on_stats = on_stats,
+    .on_end = on_clone_end,
+};
 
 static void send_clone(snap_host_t *sh, tg_consumer_t *c);
 
@@ -385,12 +388,10 @@ static void on_ready(tg_consumer_t *c, int status, const char *msg) {
     host_fail(sh, "cannot reach the host: %s", msg);
     return;
   }
-  heard(sh);
   send_clone(sh, c);
 }
 
 static void send_clone(snap_host_t *sh, tg_consumer_t *c) {
-  sh->st = SH_CLONE;
   coll_snap_t *s = sh->s;
   bool origin = s->origin[0] && !strcmp(s->origin, sh->h->t.spec) &&
                 strcmp(s->trigger, "operator") && strcmp(s->trigger, "schedule");
@@ -400,7 +401,7 @@ static void send_clone(snap_host_t *sh, tg_consumer_t *c) {
       .clone_trigger_producer_name = origin && s->producer[0] ? s->producer : NULL,
       .clone_trigger_producer_uid = s->producer_uid,
   };
-  int rv = tg_consumer_clone_session(c, &a, on_cloned, sh);
+  int rv = tg_clone_read_start(&sh->e, c, &a);
   if (rv < 0) {
     host_fail(sh, "CloneSession: %s", tg_strerror(rv));
     return;
@@ -416,7 +417,7 @@ static void gone(snap_host_t *sh, const char *detail) {
   if (sh->failed && detail && detail[0] && strlen(sh->err) + 3 < sizeof(sh->err))
     snprintf(sh->err + strlen(sh->err), sizeof(sh->err) - strlen(sh->err),
              " (%s)", detail);
-  sh->st = SH_RELEASED;
+  set_state(sh, COLL_SH_RELEASED, "its connection is gone");
   sh->c = NULL;
   sh->s->open--;
   maybe_finish(sh->s);
@@ -426,11 +427,13 @@ static void on_gone(void *ctx, const char *detail) { gone(ctx, detail); }
 
 /* The clone's connection closed: delivered if the clone was read. */
 static void closed(snap_host_t *sh, int status, const char *msg) {
-  if (sh->st < SH_FREE && !sh->failed) {
+  if (!sh->failed && sh->st == COLL_SH_ACTIVE &&
+      tg_clone_read_state(&sh->e) < TG_CLONE_FREEING) {
     sh->failed = true;
     snprintf(sh->err, sizeof(sh->err), "the connection closed: %s",
              status ? msg : "before the clone was read");
   }
+  tg_clone_read_cancel(&sh->e, status ? status : -ECANCELED, msg);
   if (!sh->failed) sh->s->delivered++;
 }
 
@@ -453,11 +456,15 @@ static const tg_consumer_cbs_t clone_cbs = {.on_ready = on_ready,
 
 static void host_start(snap_host_t *sh) {
   coll_t *c = sh->s->c;
-  heard(sh);
+  tg_clone_read_opts_t o = {.stats = true,
+                            .timeout_ms = (uint64_t)c->cfg.clone_timeout_ms,
+                            .min_rate = c->cfg.clone_min_rate};
+  tg_clone_read_init(&sh->e, c->clock, &o, &engine_cbs, sh->h->t.spec, sh);
   if (coll_standby_take(sh->h, sh)) {
     sh->standby = true;
     sh->c = sh->h->sb.c;
     sh->s->open++;
+    set_state(sh, COLL_SH_ACTIVE, "on its standby connection");
     send_clone(sh, sh->c);
     return;
   }
@@ -467,7 +474,7 @@ static void host_start(snap_host_t *sh) {
   int rv = c->dialer.open(c->dialer.ctx, sh->fh, &clone_cbs, &cons,
                                 &conn, err, sizeof(err));
   if (rv < 0) {
-    sh->st = SH_RELEASED;
+    set_state(sh, COLL_SH_RELEASED, "cannot connect");
     sh->failed = true;
     sh->s->cloned++;
     snprintf(sh->err, sizeof(sh->err), "cannot connect: %.400s", err);
@@ -476,7 +483,7 @@ static void host_start(snap_host_t *sh) {
   tg_consumer_set_data(cons, sh);
   sh->c = cons;
   sh->conn = conn;
-  sh->st = SH_DIAL;
+  set_state(sh, COLL_SH_ACTIVE, "dialed");
   sh->s->open++;
 }
 
@@ -649,7 +656,7 @@ static void store_result(coll_snap_t *s) {
         .window_first_ms = host_real_ms(sh->fh, sh->win.first_ns),
         .window_last_ms = host_real_ms(sh->fh, sh->win.last_ns),
     };
-    if (sh->st != SH_SKIPPED) host_problems(s, sh, texts[i], &rs[i]);
+    if (sh->st != COLL_SH_SKIPPED) host_problems(s, sh, texts[i], &rs[i]);
     packets += sh->packets;
     c->counts.host_loss += rs[i].loss;
   }
@@ -721,8 +728,9 @@ static void maybe_finish(coll_snap_t *s) {
 static void end_hosts(coll_snap_t *s, const char *why) {
   for (size_t i = 0; i < s->n; i++) {
     snap_host_t *sh = &s->hosts[i];
-    if (sh->st >= SH_CLOSING || sh->st == SH_SKIPPED) continue;
-    if (sh->st >= SH_STATS) host_close(sh);
+    if (sh->st != COLL_SH_ACTIVE) continue;
+    tg_clone_state_t st = tg_clone_read_state(&sh->e);
+    if (st == TG_CLONE_STATS || st == TG_CLONE_FREEING) host_close(sh);
     else host_fail(sh, "%s", why);
   }
 }
@@ -735,23 +743,23 @@ static uint64_t tick_ms(const coll_t *c) {
   return t < 10 ? 10 : t > 1000 ? 1000 : t;
 }
 
-/* A reader's look at its rate (rate_floor.h): true when it was under
- * clone_min_rate over the last clone_timeout, and is failed for it. The
- * floor judges silence too: a window without a byte is under any floor
- * but 0, and a reader is judged no later than its silence would fail it
- * (its window starts at the clone's answer, which is no later than its
- * last answer). */
-static bool below_floor(snap_host_t *sh, int64_t now) {
+/* Fails |sh| if its engine cut its clone (tg_clone_read_check): silent
+ * for clone_timeout, or reading under clone_min_rate over it. The floor
+ * judges silence too: a window without a byte is under any floor but 0,
+ * and a reader is judged no later than its silence would fail it (its
+ * window starts at the clone's answer, which is no later than its last
+ * answer). */
+static void judge(snap_host_t *sh) {
   const tg_coll_config_t *cfg = &sh->s->c->cfg;
-  coll_rate_verdict_t v = coll_rate_look(&sh->rate, now, sh->bytes,
-                                         cfg->clone_min_rate,
-                                         cfg->clone_timeout_ms);
-  if (!v.slow) return false;
-  host_fail(sh, "%s sent %" PRIu64 " bytes in the last %" PRId64 " ms of "
-            "reading its clone, under clone_min_rate (%" PRIu64 " bytes a "
-            "second over clone_timeout)", TG_NOTE(COLLECTOR_HOST_TOO_SLOW),
-            v.bytes, v.span_ms, cfg->clone_min_rate);
-  return true;
+  tg_clone_verdict_t v = tg_clone_read_check(&sh->e);
+  if (v.cut == TG_CLONE_CUT_SLOW)
+    host_fail(sh, "%s sent %" PRIu64 " bytes in the last %" PRId64 " ms of "
+              "reading its clone, under clone_min_rate (%" PRIu64 " bytes a "
+              "second over clone_timeout)", TG_NOTE(COLLECTOR_HOST_TOO_SLOW),
+              v.bytes, v.span_ms, cfg->clone_min_rate);
+  else if (v.cut == TG_CLONE_CUT_SILENT)
+    host_fail(sh, "no answer within clone_timeout (%" PRId64 " ms) while %s",
+              cfg->clone_timeout_ms, step_name(v.step));
 }
 
 static void on_deadline(uv_timer_t *t) {
@@ -764,15 +772,8 @@ static void on_deadline(uv_timer_t *t) {
     end_hosts(s, why);
     return;
   }
-  int64_t limit = s->c->cfg.clone_timeout_ms;
-  for (size_t i = 0; i < s->n; i++) {
-    snap_host_t *sh = &s->hosts[i];
-    if (sh->st == SH_SKIPPED || sh->st >= SH_CLOSING) continue;
-    if (sh->st == SH_READ && below_floor(sh, now)) continue;
-    if (now - sh->heard_ms < limit) continue;
-    host_fail(sh, "no answer within clone_timeout (%" PRId64 " ms) while %s",
-              limit, step_name(sh->st));
-  }
+  for (size_t i = 0; i < s->n; i++)
+    if (s->hosts[i].st == COLL_SH_ACTIVE) judge(&s->hosts[i]);
 }
 
 void coll_snap_cut(coll_snap_t *s) {
@@ -790,7 +791,10 @@ void coll_snap_view(const coll_snap_t *s, const coll_host_t *from,
   if (!from || s->clones_sent >= s->asked) return;
   /* Still dialing: its CloneSession is not sent yet. */
   for (size_t i = 0; i < s->n; i++)
-    if (s->hosts[i].h == from) v->origin_to_come = s->hosts[i].st == SH_DIAL;
+    if (s->hosts[i].h == from)
+      v->origin_to_come = s->hosts[i].st == COLL_SH_ACTIVE &&
+                          tg_clone_read_state(&s->hosts[i].e) ==
+                              TG_CLONE_CONNECTING;
 }
 
 bool coll_snap_under_way(const coll_t *c, uint64_t id) {
@@ -897,7 +901,7 @@ int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
     coll_window_init(&sh->win);
     k++;
     if (!h->fh || !h->ring_up || !tg_fleet_host_tracing(h->fh)) {
-      sh->st = SH_SKIPPED;
+      set_state(sh, COLL_SH_SKIPPED, "its ring is not up");
       sh->failed = true;
       snprintf(sh->err, sizeof(sh->err), "not tracing (%s%s%.400s)",
                coll_host_state_name(h->state),

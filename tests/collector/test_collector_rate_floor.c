@@ -1,4 +1,4 @@
-/* A host's rate floor during a snapshot (collector/daemon/rate_floor.h)
+/* A host's rate floor during a snapshot (consumer/clone_rate.h)
  * on synthetic times: nothing judged before a window has passed, a
  * trickler slow at its first judged look, a host at the floor or in
  * bursts that average above it never slow, a stall after a fast start
@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "collector/daemon/rate_floor.h"
+#include "consumer/clone_rate.h"
 
 #define T0 5000000 /* the daemon's clock at the host's first answer */
 #define W 8000     /* the window: clone_timeout */
@@ -21,11 +21,11 @@
 /* Looks every |step| ms from |from| to |to| (inclusive of |from|) with
  * |rate| bytes per second added to *bytes; returns the first slow
  * verdict's time, or -1. */
-static int64_t run(coll_rate_t *r, int64_t from, int64_t to, int64_t step,
+static int64_t run(tg_clone_rate_t *r, int64_t from, int64_t to, int64_t step,
                    uint64_t rate, uint64_t *bytes) {
   for (int64_t t = from; t <= to; t += step) {
     *bytes += rate * (uint64_t)step / 1000;
-    coll_rate_verdict_t v = coll_rate_look(r, t, *bytes, FLOOR, W);
+    tg_clone_rate_verdict_t v = tg_clone_rate_look(r, t, *bytes, FLOOR, W);
     if (v.slow) return t;
   }
   return -1;
@@ -35,14 +35,14 @@ static int64_t run(coll_rate_t *r, int64_t from, int64_t to, int64_t step,
  * even a host that sent nothing; a clone read whole that fast is fine. */
 static void nothing_is_judged_before_a_window(void **state) {
   (void)state;
-  coll_rate_t r;
-  coll_rate_start(&r, T0, 0);
+  tg_clone_rate_t r;
+  tg_clone_rate_start(&r, T0, 0);
   for (int64_t t = T0; t < T0 + W; t += 100) {
-    coll_rate_verdict_t v = coll_rate_look(&r, t, 0, FLOOR, W);
+    tg_clone_rate_verdict_t v = tg_clone_rate_look(&r, t, 0, FLOOR, W);
     assert_false(v.judged);
     assert_false(v.slow);
   }
-  coll_rate_verdict_t v = coll_rate_look(&r, T0 + W, 0, FLOOR, W);
+  tg_clone_rate_verdict_t v = tg_clone_rate_look(&r, T0 + W, 0, FLOOR, W);
   assert_true(v.judged);
   assert_true(v.slow);
   assert_int_equal(v.span_ms, W);
@@ -53,12 +53,12 @@ static void nothing_is_judged_before_a_window(void **state) {
  * window after its first answer, with what it sent over that span. */
 static void a_trickler_is_slow_a_window_after_its_first_answer(void **state) {
   (void)state;
-  coll_rate_t r;
+  tg_clone_rate_t r;
   uint64_t bytes = 4096; /* what came with the first answer */
-  coll_rate_start(&r, T0, bytes);
+  tg_clone_rate_start(&r, T0, bytes);
   int64_t at = run(&r, T0 + 100, T0 + 60000, 100, FLOOR / 10, &bytes);
   assert_int_equal(at, T0 + W);
-  coll_rate_verdict_t v = coll_rate_look(&r, at, bytes, FLOOR, W);
+  tg_clone_rate_verdict_t v = tg_clone_rate_look(&r, at, bytes, FLOOR, W);
   assert_true(v.slow);
   assert_int_equal(v.span_ms, W);
   assert_int_equal(v.bytes, (uint64_t)FLOOR / 10 * W / 1000);
@@ -70,9 +70,9 @@ static void at_or_above_the_floor_is_never_slow(void **state) {
   (void)state;
   const uint64_t rates[] = {FLOOR, FLOOR + 1, 50 * FLOOR};
   for (size_t i = 0; i < sizeof(rates) / sizeof(rates[0]); i++) {
-    coll_rate_t r;
+    tg_clone_rate_t r;
     uint64_t bytes = 0;
-    coll_rate_start(&r, T0, 0);
+    tg_clone_rate_start(&r, T0, 0);
     assert_int_equal(run(&r, T0 + 100, T0 + 120000, 100, rates[i], &bytes),
                      -1);
   }
@@ -82,12 +82,12 @@ static void at_or_above_the_floor_is_never_slow(void **state) {
  * other half: the average is above the floor, never slow. */
 static void bursts_that_average_above_the_floor_pass(void **state) {
   (void)state;
-  coll_rate_t r;
+  tg_clone_rate_t r;
   uint64_t bytes = 0;
-  coll_rate_start(&r, T0, 0);
+  tg_clone_rate_start(&r, T0, 0);
   for (int64_t t = T0 + 50; t <= T0 + 120000; t += 50) {
     if ((t - T0) % W < W / 2) bytes += 10 * FLOOR * 50 / 1000;
-    assert_false(coll_rate_look(&r, t, bytes, FLOOR, W).slow);
+    assert_false(tg_clone_rate_look(&r, t, bytes, FLOOR, W).slow);
   }
 }
 
@@ -95,9 +95,9 @@ static void bursts_that_average_above_the_floor_pass(void **state) {
  * sampling spacing (an eighth of it) of the stall. */
 static void a_stall_after_a_fast_start_is_caught_within_a_window(void **state) {
   (void)state;
-  coll_rate_t r;
+  tg_clone_rate_t r;
   uint64_t bytes = 0;
-  coll_rate_start(&r, T0, 0);
+  tg_clone_rate_start(&r, T0, 0);
   const int64_t stall = T0 + 60000;
   assert_int_equal(run(&r, T0 + 100, stall, 100, 100 * FLOOR, &bytes), -1);
   int64_t at = run(&r, stall + 100, stall + 60000, 100, FLOOR / 100, &bytes);
@@ -112,13 +112,13 @@ static void the_span_judged_is_a_window_and_at_most_a_spacing(void **state) {
   (void)state;
   const int64_t steps[] = {1, 7, 700, W / 8, W / 8 + 1};
   for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
-    coll_rate_t r;
-    coll_rate_start(&r, T0, 0);
+    tg_clone_rate_t r;
+    tg_clone_rate_start(&r, T0, 0);
     int64_t most = W + (steps[i] > W / 8 ? steps[i] : W / 8) + steps[i];
     uint64_t bytes = 0;
     for (int64_t t = T0 + steps[i]; t <= T0 + 40000; t += steps[i]) {
       bytes += 10 * (uint64_t)steps[i];
-      coll_rate_verdict_t v = coll_rate_look(&r, t, bytes, FLOOR, W);
+      tg_clone_rate_verdict_t v = tg_clone_rate_look(&r, t, bytes, FLOOR, W);
       if (t - T0 < W) {
         assert_false(v.judged);
         continue;
@@ -136,20 +136,20 @@ static void the_span_judged_is_a_window_and_at_most_a_spacing(void **state) {
  * goes back counts as the latest seen. */
 static void late_and_backward_looks(void **state) {
   (void)state;
-  coll_rate_t r;
-  coll_rate_start(&r, T0, 0);
-  coll_rate_verdict_t v = coll_rate_look(&r, T0 + 3 * W, 3 * W, FLOOR, W);
+  tg_clone_rate_t r;
+  tg_clone_rate_start(&r, T0, 0);
+  tg_clone_rate_verdict_t v = tg_clone_rate_look(&r, T0 + 3 * W, 3 * W, FLOOR, W);
   assert_true(v.judged);
   assert_int_equal(v.span_ms, 3 * W);
   assert_int_equal(v.bytes, 3 * W);
   assert_false(v.slow);
   /* Back to T0 + W: taken as T0 + 3W, the same span again. */
-  v = coll_rate_look(&r, T0 + W, 3 * W, FLOOR, W);
+  v = tg_clone_rate_look(&r, T0 + W, 3 * W, FLOOR, W);
   assert_true(v.judged);
   assert_int_equal(v.span_ms, 3 * W);
   assert_false(v.slow);
   /* Nothing since the late look, a window on: slow. */
-  v = coll_rate_look(&r, T0 + 4 * W, 3 * W, FLOOR, W);
+  v = tg_clone_rate_look(&r, T0 + 4 * W, 3 * W, FLOOR, W);
   assert_true(v.judged);
   assert_int_equal(v.span_ms, W);
   assert_int_equal(v.bytes, 0);
@@ -160,17 +160,17 @@ static void late_and_backward_looks(void **state) {
  * whose owed bytes pass 64 bits saturates instead of wrapping. */
 static void off_and_saturated(void **state) {
   (void)state;
-  coll_rate_t r;
-  coll_rate_start(&r, T0, 0);
-  coll_rate_verdict_t v = coll_rate_look(&r, T0 + W, 0, 0, W);
+  tg_clone_rate_t r;
+  tg_clone_rate_start(&r, T0, 0);
+  tg_clone_rate_verdict_t v = tg_clone_rate_look(&r, T0 + W, 0, 0, W);
   assert_true(v.judged);
   assert_false(v.slow);
-  v = coll_rate_look(&r, T0 + 2 * W, UINT64_MAX - 1, UINT64_MAX, W);
+  v = tg_clone_rate_look(&r, T0 + 2 * W, UINT64_MAX - 1, UINT64_MAX, W);
   assert_true(v.judged);
   assert_true(v.slow);
   /* Never started: nothing judged. */
-  coll_rate_t none = {0};
-  assert_false(coll_rate_look(&none, T0, 0, FLOOR, W).judged);
+  tg_clone_rate_t none = {0};
+  assert_false(tg_clone_rate_look(&none, T0, 0, FLOOR, W).judged);
 }
 
 int main(void) {

@@ -4,7 +4,9 @@
  * host past its cap, a host silent for clone_timeout on the daemon's
  * clock, a host that trickles under clone_min_rate, a cut), the view the
  * trigger policy gets, and the cap on snapshots under way. Outcomes are
- * read from the store's rows.
+ * read from the store's rows. Through all of them, no host state change
+ * is one snap_host.h's table refuses; the table itself is checked as the
+ * header writes it out.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -17,6 +19,7 @@
 #include <cmocka.h>
 
 #include "coll_unit.h"
+#include "collector/daemon/snap_host.h"
 #include "test_notice.h"
 #include "test_proc.h"
 
@@ -107,6 +110,7 @@ static void a_snapshot_clones_the_hosts_of_its_group_only(void **state) {
   /* The standby lent for the clone is back, ready for the next. */
   coll_unit_wait_host(&u, u.h[0].spec, COLL_HOST_TRACING, true);
   assert_int_equal(u.c.counts.snapshots[TG_COLL_COMPLETE], 1);
+  assert_int_equal(u.c.counts.snap_host_bad_transitions, 0);
   coll_unit_close(&u);
 }
 
@@ -129,6 +133,7 @@ static void a_host_not_tracing_is_named_and_not_asked(void **state) {
   assert_non_null(strstr(dead->error, "not tracing"));
   for (size_t i = 0; i < 2; i++)
     assert_int_equal(row_host(hosts, n, u.h[i].spec)->outcome, TG_COLL_HOST_OK);
+  assert_int_equal(u.c.counts.snap_host_bad_transitions, 0);
   coll_unit_close(&u);
 }
 
@@ -151,6 +156,7 @@ static void ftrace_overruns_are_a_hosts_loss(void **state) {
   assert_int_equal(hosts[0].outcome, TG_COLL_HOST_OK);
   assert_int_equal(hosts[0].loss, 27);
   assert_int_equal(u.c.counts.host_loss, 27);
+  assert_int_equal(u.c.counts.snap_host_bad_transitions, 0);
   coll_unit_close(&u);
 }
 
@@ -186,6 +192,7 @@ static void a_host_whose_ftrace_did_not_start_is_partial(void **state) {
   assert_non_null(h0->seen);
   assert_int_equal(h0->seen->n, 1);
   assert_null(coll_unit_host(&u, u.h[1].spec)->seen);
+  assert_int_equal(u.c.counts.snap_host_bad_transitions, 0);
   coll_unit_close(&u);
 }
 
@@ -207,6 +214,7 @@ static void a_host_past_its_cap_fails_alone(void **state) {
   assert_non_null(strstr(bad->error, "snapshot_host_max_bytes"));
   assert_true(bad->bytes <= 256u << 10);
   assert_int_equal(row_host(hosts, n, u.h[1].spec)->outcome, TG_COLL_HOST_OK);
+  assert_int_equal(u.c.counts.snap_host_bad_transitions, 0);
   coll_unit_close(&u);
 }
 
@@ -251,6 +259,7 @@ static void clone_timeout_counts_on_the_daemons_clock(void **state) {
   assert_int_equal(k->dur_count, 1);
   assert_int_equal(k->dur_buckets[7], 0); /* 60 s: not within it */
   assert_true(k->dur_sum_s > 100.0 && k->dur_sum_s < 100.1);
+  assert_int_equal(u.c.counts.snap_host_bad_transitions, 0);
   coll_unit_close(&u);
 }
 
@@ -311,6 +320,7 @@ static void a_host_that_trickles_fails_at_the_rate_floor(void **state) {
   const tg_coll_host_t *fast = row_host(hosts, n, u.h[1].spec);
   assert_int_equal(fast->outcome, TG_COLL_HOST_OK);
   assert_true(fast->packets >= 3);
+  assert_int_equal(u.c.counts.snap_host_bad_transitions, 0);
   coll_unit_close(&u);
 }
 
@@ -367,7 +377,28 @@ static void the_policy_sees_what_is_to_come_and_a_cut_ends_all(void **state) {
     for (size_t j = 0; j < n; j++)
       assert_non_null(strstr(hosts[j].error, "stopping"));
   }
+  assert_int_equal(u.c.counts.snap_host_bad_transitions, 0);
   coll_unit_close(&u);
+}
+
+static void the_host_table_is_snap_host_h_s(void **state) {
+  (void)state;
+  static const struct {
+    coll_sh_state_t from, to;
+  } arrows[] = {
+      {COLL_SH_NEW, COLL_SH_SKIPPED},      {COLL_SH_NEW, COLL_SH_ACTIVE},
+      {COLL_SH_NEW, COLL_SH_RELEASED},     {COLL_SH_ACTIVE, COLL_SH_CLOSING},
+      {COLL_SH_ACTIVE, COLL_SH_RELEASED},  {COLL_SH_CLOSING, COLL_SH_RELEASED},
+  };
+  for (int f = 0; f <= COLL_SH_STATE_COUNT; f++)
+    for (int t = 0; t <= COLL_SH_STATE_COUNT; t++) {
+      bool want = false;
+      for (size_t i = 0; i < sizeof(arrows) / sizeof(arrows[0]); i++)
+        want |= (int)arrows[i].from == f && (int)arrows[i].to == t;
+      assert_int_equal(coll_sh_transition_ok(f, t), want);
+    }
+  assert_string_equal(coll_sh_state_name(COLL_SH_CLOSING), "closing");
+  assert_string_equal(coll_sh_state_name(COLL_SH_STATE_COUNT), "?");
 }
 
 int main(void) {
@@ -380,6 +411,7 @@ int main(void) {
       FLEET_TEST(clone_timeout_counts_on_the_daemons_clock),
       FLEET_TEST(a_host_that_trickles_fails_at_the_rate_floor),
       FLEET_TEST(the_policy_sees_what_is_to_come_and_a_cut_ends_all),
+      cmocka_unit_test(the_host_table_is_snap_host_h_s),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }
