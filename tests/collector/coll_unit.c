@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "collector/daemon/boost.h"
 #include "collector/daemon/coll_test.h"
 #include "pb/config/trace_config.pb-c.h"
 #include "client/session_cache.h"
@@ -198,6 +199,7 @@ void coll_unit_close(coll_unit_t *u) {
   free(c->hosts);
   tg_coll_store_close(c->store);
   perfetto__protos__trace_config__free_unpacked(c->flight, NULL);
+  coll_boost_config_free(c);
   tg_session_cache_free(c->sessions);
   tg_tls_config_free(c->tls);
   tg_coll_config_free(&c->cfg);
