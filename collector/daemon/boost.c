@@ -236,6 +236,11 @@ void coll_boost_config_free(coll_t *c) {
   c->boost = NULL;
 }
 
+const uint8_t *coll_boost_config(const coll_t *c, size_t *len) {
+  *len = c->boost ? c->boost->len : 0;
+  return c->boost ? c->boost->wire : NULL;
+}
+
 /* --- one host's boost --------------------------------------------------------- */
 
 static void bh_close(coll_boost_host_t *bh);

@@ -48,6 +48,9 @@ typedef struct coll_boosts coll_boosts_t;
 int coll_boost_prepare(coll_t *c);
 /* Frees c->boost (NULL-safe; the process's end needs no call). */
 void coll_boost_config_free(coll_t *c);
+/* The boost's TraceConfig as sent to the hosts (*len bytes), or NULL
+ * when there is none. Borrowed from |c|. */
+const uint8_t *coll_boost_config(const coll_t *c, size_t *len);
 
 /* The boosts of snapshot |s| of |n| hosts; NULL when the collector has
  * none (perf_boost_window 0) or out of memory (said in the log). */
