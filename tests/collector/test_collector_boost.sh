@@ -6,12 +6,13 @@
 # tracegate-relay over TLS):
 #   a: tracegate-perf as root, and a busy two-thread workload;
 #   b: tracegate-perf as nobody without CAP_PERFMON, which refuses every
-#      linux.perf session (as test_perf_not_started).
+#      linux.perf session (as test_perf_not_started);
+#   c: no tracegate-perf at all.
 # An operator's snapshot must be stored with both hosts' clones; host a's
 # row says its boost is sharp, with more samples in its window than the
 # ring's rate could give in the same time on every CPU; host b's says its
-# boost failed, not started (TG-5090), and its clone is there all the
-# same. A second snapshot taken during the first one's window starts no
+# boost failed, not started (TG-5090), host c's that it failed, not
+# offered, and their clones are there all the same. A second snapshot taken during the first one's window starts no
 # second boost: its host a row says which snapshot holds it. With
 # PERFETTO_BIN, trace_processor imports the snapshot with no stack profile,
 # perf or tokenizer error, finds every sample on host a's machine, and the
@@ -95,10 +96,12 @@ start_as_nobody +sys_ptrace,+syslog "$WORK/b.perf.log" "$SOCKS/tracegate-perf" \
   --socket "$SOCKS/b.p.sock" --name perf-b
 wait_registered "$SOCKS/b.c.sock" linux.perf "linux.perf was not registered on b" \
   "$WORK/b.perf.log"
+host_start c "$WORK"
 A=127.0.0.1:$PORT_a
 B=127.0.0.1:$PORT_b
+C=127.0.0.1:$PORT_c
 
-printf '%s name=relay.test label=a\n%s name=relay.test label=b\n' "$A" "$B" >"$WORK/hosts.txt"
+printf '%s name=relay.test label=%s\n' "$A" a "$B" b "$C" c >"$WORK/hosts.txt"
 # A ring that holds the whole run at 19 Hz (it does not wrap).
 cat >"$WORK/flight.pbtxt" <<'CFG'
 buffers { size_kb: 4096 fill_policy: RING_BUFFER }
@@ -139,7 +142,7 @@ PIDS="$COLL_PID $PIDS"
 CPORT=$(ready_port "$WORK/collector.ready")
 API=http://127.0.0.1:$CPORT/api/v1
 i=0
-until [ "$(curl -sf "$API/hosts" | grep -o '"state": *"tracing"' | wc -l)" -eq 2 ]; do
+until [ "$(curl -sf "$API/hosts" | grep -o '"state": *"tracing"' | wc -l)" -eq 3 ]; do
   i=$((i + 1)); [ $i -lt 600 ] || die "the collector's hosts do not trace: $(curl -s "$API/hosts")"
   sleep 0.05
 done
@@ -198,6 +201,13 @@ assert bb["state"] == "failed", bb
 assert bb["reason"] == "not_started" and bb["code"] == "TG-5090", bb
 assert "linux.perf" in bb["error"], bb
 assert bb["samples"] == 0, bb
+# Host c: no producer offers linux.perf; its clone stored all the same.
+c = rows["c"]
+assert c["packets"] > 0 and c["outcome"] in ("ok", "partial"), c
+bc = c["boost"]
+assert bc["state"] == "failed", bc
+assert bc["reason"] == "not_offered" and bc["code"] == "TG-5090", bc
+assert "linux.perf" in bc["error"], bc
 # The second snapshot, taken during the first's window: no second boost.
 rows2 = {h["name"]: h for h in second["hosts"]}
 a2 = rows2["a"]
