@@ -56,8 +56,9 @@ void coll_unit_open(coll_unit_t *u, size_t n_inventory, const char *extra,
   edit_config("store = store\n", store);
   FILE *f = fopen(fleet_in_dir("flight.pbtxt"), "a");
   assert_non_null(f);
-  fprintf(f, "flush_timeout_ms: %u\n",
-          u->flush_timeout_ms ? u->flush_timeout_ms : 300);
+  fprintf(f, "flush_timeout_ms: %u\n%s",
+          u->flush_timeout_ms ? u->flush_timeout_ms : 300,
+          u->flight_extra ? u->flight_extra : "");
   assert_int_equal(fclose(f), 0);
   coll_unit_inventory(u, n_inventory, more);
   assert_int_equal(uv_loop_init(&u->loop), 0);
