@@ -114,6 +114,11 @@ struct coll_boosts {
   coll_boost_host_t *hosts;
 };
 
+const char *coll_boost_state_name(coll_boost_state_t st) {
+  static const char *const names[] = {"sharp", "failed", "held"};
+  return (unsigned)st < COLL_BOOST_STATE_COUNT ? names[st] : "?";
+}
+
 /* --- the config ------------------------------------------------------------ */
 
 static int fail_prepare(const char *path, const char *why) {
@@ -281,6 +286,7 @@ static void on_gone(void *ctx, const char *detail) {
   bh->st = BH_RELEASED;
   bh->c = NULL;
   if (bh->h->boosting == bh) bh->h->boosting = NULL;
+  b->c->counts.perf_boosts[bh->failed ? COLL_BOOST_FAILED : COLL_BOOST_SHARP]++;
   b->open--;
   coll_snap_boost_released(b->s);
 }
@@ -552,6 +558,7 @@ void coll_boosts_start(coll_boosts_t *b, size_t k, coll_host_t *h) {
   if (h->boosting) {
     bh->st = BH_HELD;
     bh->held_by = coll_snap_id(h->boosting->b->s);
+    b->c->counts.perf_boosts[COLL_BOOST_HELD]++;
     TG_INFO("snapshot %016" PRIx64 ": host %s: its perf boost runs for "
             "snapshot %016" PRIx64 ": none started", coll_snap_id(b->s),
             h->t.spec, bh->held_by);
@@ -566,6 +573,7 @@ void coll_boosts_start(coll_boosts_t *b, size_t k, coll_host_t *h) {
     bh->st = BH_RELEASED;
     bh->failed = true;
     bh->reason = BR_UNREACHABLE;
+    b->c->counts.perf_boosts[COLL_BOOST_FAILED]++;
     snprintf(bh->err, sizeof(bh->err), "cannot connect: %.400s", err);
     TG_WARN("snapshot %016" PRIx64 ": host %s: %s perf boost: %s",
             coll_snap_id(b->s), h->t.spec,
@@ -620,9 +628,10 @@ const char *coll_boosts_row(coll_boosts_t *b, size_t k) {
   if (bh->st == BH_NONE) return NULL;
   const tg_coll_config_t *g = &b->c->cfg;
   json_t *o = json_pack("{s:s, s:I, s:I}",
-                        "state", bh->st == BH_HELD ? "held"
-                                 : bh->failed      ? "failed"
-                                                   : "sharp",
+                        "state", coll_boost_state_name(
+                                     bh->st == BH_HELD ? COLL_BOOST_HELD
+                                     : bh->failed      ? COLL_BOOST_FAILED
+                                                       : COLL_BOOST_SHARP),
                         "frequency_hz", (json_int_t)g->perf_boost_frequency,
                         "window_ms", (json_int_t)g->perf_boost_window_ms);
   if (o && bh->st == BH_HELD) {

@@ -41,6 +41,17 @@
 
 typedef struct coll_boosts coll_boosts_t;
 
+/* How a boost ended: coll_counts_t.perf_boosts' index, and the metric's
+ * state label (coll_boost_state_name). */
+typedef enum coll_boost_state {
+  COLL_BOOST_SHARP,
+  COLL_BOOST_FAILED,
+  COLL_BOOST_HELD,
+  COLL_BOOST_STATE_COUNT
+} coll_boost_state_t;
+/* "sharp", "failed", "held" (the row's state too); "?" out of range. */
+const char *coll_boost_state_name(coll_boost_state_t st);
+
 /* From the flight config (c->flight) and perf_boost_*: the boost's
  * TraceConfig in c->boost, or nothing when perf_boost_window is 0.
  * Prints what is wrong to stderr and returns -1 (a flight config without

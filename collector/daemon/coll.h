@@ -167,6 +167,9 @@ typedef struct coll_counts {
   uint64_t ring_edge_packets;
   /* Data-source problems in snapshots' host rows, by reason. */
   uint64_t ds_failures[TG_DS_REASON_COUNT];
+  /* Perf boosts (boost.c) ended, by how: sharp, failed, held (none
+   * started: another snapshot's ran on the host). */
+  uint64_t perf_boosts[3];
   /* Snapshot durations (trigger to stored) by le bucket, in ms. */
   uint64_t dur_buckets[8];
   uint64_t dur_count;

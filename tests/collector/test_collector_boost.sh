@@ -168,6 +168,17 @@ curl -sf "$API/snapshots/$SECOND" -o "$WORK/second.row.json" ||
   die "cannot read snapshot $SECOND"
 curl -sf "$API/snapshots/$FIRST/trace" -o "$WORK/snap.pftrace" ||
   die "cannot fetch the snapshot's trace"
+curl -sf "http://127.0.0.1:$CPORT/metrics" -o "$WORK/metrics.txt" ||
+  die "cannot read the metrics"
+# Six hosts' boosts over the two snapshots: a's sharp, the rest failed
+# (b and c in the first) or held (the second's, c's perhaps failed again
+# when its first boost had already ended).
+boosts() {
+  sed -n "s/^tracegate_collector_perf_boosts_total{state=\"$1\"} \([0-9]*\)$/\1/p" \
+    "$WORK/metrics.txt"
+}
+[ "$(boosts sharp)" = 1 ] && [ $(($(boosts failed) + $(boosts held))) = 5 ] ||
+  die "perf boosts in the metrics: $(grep perf_boosts "$WORK/metrics.txt")"
 stop_clean "$COLL_PID" "the collector" "$WORK/collector.log"
 
 NCPU=$(nproc)

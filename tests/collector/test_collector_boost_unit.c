@@ -21,6 +21,7 @@
 #include <jansson.h>
 
 #include "coll_unit.h"
+#include "collector/daemon/boost.h"
 #include "collector/snapshot_id.h"
 
 #define PERF_DS                                                           \
@@ -117,6 +118,8 @@ static void a_boost_where_no_producer_offers_linux_perf_fails_alone(
   /* Released: the next snapshot boosts again. */
   for (size_t i = 0; i < 2; i++)
     assert_null(coll_unit_host(&u, u.h[i].spec)->boosting);
+  assert_int_equal(u.c.counts.perf_boosts[COLL_BOOST_FAILED], 2);
+  assert_int_equal(u.c.counts.perf_boosts[COLL_BOOST_SHARP], 0);
   coll_unit_close(&u);
 }
 
@@ -162,6 +165,8 @@ static void a_boost_not_read_by_window_plus_clone_timeout_fails(
   tg_coll_id_format(id, first);
   assert_string_equal(str(b, "held_by"), first);
   json_decref(b);
+  assert_int_equal(u.c.counts.perf_boosts[COLL_BOOST_HELD], 1);
+  assert_int_equal(u.c.counts.perf_boosts[COLL_BOOST_FAILED], 1);
   coll_unit_close(&u);
 }
 
