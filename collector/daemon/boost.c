@@ -302,6 +302,10 @@ static void on_close(tg_consumer_t *c, int status, const char *msg) {
             coll_snap_id(bh->b->s), bh->h->t.spec,
             TG_NOTE(COLLECTOR_PERF_BOOST_FAILED), bh->err);
   }
+  /* The consumer is freed once this returns: nothing may close it again
+   * (a tick, a cut) until the transport is released. */
+  bh->st = BH_CLOSING;
+  bh->c = NULL;
   bh->b->c->dialer.release(bh->conn, on_gone, bh);
 }
 
