@@ -45,6 +45,9 @@
 /* A host's problems: a JSON array of objects (the snapshot's writer makes
  * it with jansson; readers parse it back with common/json.h's bound). */
 #define TG_COLL_PROBLEMS_MAX 2048
+/* A host's sharp window (daemon/boost.h): a JSON object, made and read
+ * back as the problems are. */
+#define TG_COLL_BOOST_MAX 1024
 /* Most rows one list() returns; page on with before_id. */
 #define TG_COLL_LIST_MAX 1000
 
@@ -94,6 +97,9 @@ typedef struct tg_coll_host_result {
    * the host's part lacks beyond |error| (a data source that did not
    * start, packets left out and why); the catalog stores it as given. */
   const char *problems;
+  /* NULL, "" (no boost) or a JSON object of 0..TG_COLL_BOOST_MAX bytes:
+   * the host's perf boost (daemon/boost.h), stored as given. */
+  const char *boost;
   uint64_t bytes, packets;
   uint64_t loss; /* the host's loss counters, summed */
   int64_t window_first_ms, window_last_ms; /* what its data covers */
@@ -106,6 +112,7 @@ typedef struct tg_coll_host {
   tg_coll_host_outcome_t outcome;
   char error[TG_COLL_ERROR_MAX + 1];
   char problems[TG_COLL_PROBLEMS_MAX + 1]; /* "" or a JSON array */
+  char boost[TG_COLL_BOOST_MAX + 1];       /* "" or a JSON object */
   uint64_t bytes, packets, loss;
   int64_t window_first_ms, window_last_ms;
 } tg_coll_host_t;

@@ -86,6 +86,9 @@ static const char *const migrations[TG_COLL_PG_SCHEMA] = {
     "ALTER TABLE snapshot_hosts ADD COLUMN name bytea NOT NULL DEFAULT '';"
     "ALTER TABLE snapshot_hosts ADD COLUMN problems bytea NOT NULL"
     " DEFAULT '';",
+    /* 3 -> 4: a host's perf boost (catalog.h); rows from before have
+     * none. */
+    "ALTER TABLE snapshot_hosts ADD COLUMN boost bytea NOT NULL DEFAULT '';",
 };
 
 #define SNAPSHOT_COLS                                                    \
@@ -121,10 +124,10 @@ static const stmt_def_t stmts[P_COUNT] = {
                   "iiiiiiiii", "ib"},
     [P_INSERT_HOST] = {"INSERT INTO snapshot_hosts (snapshot_id, host,"
                        " outcome, error, bytes, packets, loss,"
-                       " window_first_ms, window_last_ms, name, problems)"
-                       " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,"
-                       " $11)",
-                       "iyiyiiiiiyy", ""},
+                       " window_first_ms, window_last_ms, name, problems,"
+                       " boost) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,"
+                       " $10, $11, $12)",
+                       "iyiyiiiiiyyy", ""},
     [P_FAIL] = {GUARDED("UPDATE snapshots SET state = 3, finished_ms = $2,"
                         " failure = $3 WHERE id = $1 AND state = 0"),
                 "iiy", "ib"},
@@ -155,9 +158,10 @@ static const stmt_def_t stmts[P_COUNT] = {
     /* No row: no snapshot; one row of NULLs: a snapshot without hosts. */
     [P_HOSTS] = {"SELECT h.host, h.outcome, h.error, h.bytes, h.packets,"
                  " h.loss, h.window_first_ms, h.window_last_ms, h.name,"
-                 " h.problems FROM snapshots s LEFT JOIN snapshot_hosts h"
-                 " ON h.snapshot_id = s.id WHERE s.id = $1 ORDER BY h.host",
-                 "i", "yiyiiiiiyy"},
+                 " h.problems, h.boost FROM snapshots s LEFT JOIN"
+                 " snapshot_hosts h ON h.snapshot_id = s.id WHERE s.id = $1"
+                 " ORDER BY h.host",
+                 "i", "yiyiiiiiyyy"},
     [P_PIN] = {GUARDED("UPDATE snapshots SET pinned = ($2 <> 0)"
                        " WHERE id = $1"),
                "ii", "ib"},

@@ -41,7 +41,7 @@ extern const tg_coll_catalog_ops_t tg__coll_pg_ops;
 
 /* A statement's parameters, all binary: int8 in network order, bytea as
  * the bytes themselves. */
-#define TG__COLL_PG_ARGS_MAX 16
+#define TG__COLL_PG_ARGS_MAX 17
 typedef struct tg__coll_pg_args {
   int n;
   const char *val[TG__COLL_PG_ARGS_MAX];

@@ -92,6 +92,7 @@ static int insert_host(tg__coll_pg_t *c, uint64_t id,
   tg__coll_pg_arg_int(&a, h->window_last_ms);
   tg__coll_pg_arg_text(&a, h->name, TG_COLL_HOST_MAX);
   tg__coll_pg_arg_text(&a, h->problems, TG_COLL_PROBLEMS_MAX);
+  tg__coll_pg_arg_text(&a, h->boost, TG_COLL_BOOST_MAX);
   PGresult *r;
   /* A host named twice breaks the primary key (-EINVAL): the caller's
    * mistake. */
@@ -256,6 +257,7 @@ static int hosts_result(PGresult *r, tg_coll_host_t *out, size_t cap,
       h->window_last_ms = tg__coll_pg_int(r, i, 7);
       tg__coll_pg_text(r, i, 8, h->name, sizeof(h->name));
       tg__coll_pg_text(r, i, 9, h->problems, sizeof(h->problems));
+      tg__coll_pg_text(r, i, 10, h->boost, sizeof(h->boost));
     }
     count++;
   }

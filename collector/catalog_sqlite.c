@@ -84,6 +84,9 @@ static const char *const migrations[TG_COLL_SQLITE_SCHEMA] = {
     "ALTER TABLE snapshot_hosts ADD COLUMN name TEXT NOT NULL DEFAULT '';"
     "ALTER TABLE snapshot_hosts ADD COLUMN problems TEXT NOT NULL"
     " DEFAULT '';",
+    /* 3 -> 4: a host's perf boost (catalog.h); rows from before have
+     * none. */
+    "ALTER TABLE snapshot_hosts ADD COLUMN boost TEXT NOT NULL DEFAULT '';",
 };
 
 #define SNAPSHOT_COLS                                                    \
@@ -106,8 +109,8 @@ static const char *const sql[S_COUNT] = {
     [S_INSERT_HOST] =
         "INSERT INTO snapshot_hosts (snapshot_id, host,"
         " outcome, error, bytes, packets, loss,"
-        " window_first_ms, window_last_ms, name, problems)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        " window_first_ms, window_last_ms, name, problems, boost)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
     [S_FAIL] =
         "UPDATE snapshots SET state = 3, finished_ms = ?2,"
         " failure = ?3 WHERE id = ?1 AND state = 0",
@@ -126,7 +129,7 @@ static const char *const sql[S_COUNT] = {
     [S_GET] = "SELECT " SNAPSHOT_COLS " FROM snapshots WHERE id = ?1",
     [S_HOSTS] =
         "SELECT host, outcome, error, bytes, packets, loss,"
-        " window_first_ms, window_last_ms, name, problems"
+        " window_first_ms, window_last_ms, name, problems, boost"
         " FROM snapshot_hosts"
         " WHERE snapshot_id = ?1 ORDER BY host",
     [S_PIN] = "UPDATE snapshots SET pinned = ?2 WHERE id = ?1",

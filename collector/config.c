@@ -108,6 +108,9 @@ typedef enum key_id {
   KEY_CHECK_MEMORY,
   KEY_SYMBOLIZE,
   KEY_SYMBOLIZE_TIMEOUT,
+  KEY_PERF_BOOST_WINDOW,
+  KEY_PERF_BOOST_FREQUENCY,
+  KEY_PERF_BOOST_BUFFER,
   KEY_COUNT
 } key_id_t;
 
@@ -285,6 +288,21 @@ static const key_def_t KEYS[KEY_COUNT] = {
                                NUM_FIELD(symbolize_timeout_ms), MS_PER_S,
                                3600LL * MS_PER_S, false,
                                "a duration from 1s to 1h", NULL},
+    [KEY_PERF_BOOST_WINDOW] = {"perf_boost_window", K_DURATION,
+                               NUM_FIELD(perf_boost_window_ms), MS_PER_S,
+                               TG_COLL_BOOST_WINDOW_MAX_MS, true,
+                               "0 (off) or a duration from 1s to 60s", NULL},
+    [KEY_PERF_BOOST_FREQUENCY] = {"perf_boost_frequency", K_UINT,
+                                  NUM_FIELD(perf_boost_frequency),
+                                  TG_COLL_BOOST_FREQUENCY_MIN,
+                                  TG_COLL_BOOST_FREQUENCY_MAX, false,
+                                  "an integer 20..4000 (samples a second "
+                                  "on each CPU)", NULL},
+    [KEY_PERF_BOOST_BUFFER] = {"perf_boost_buffer", K_SIZE,
+                               NUM_FIELD(perf_boost_buffer),
+                               TG_COLL_BOOST_BUFFER_MIN,
+                               TG_COLL_BOOST_BUFFER_MAX, false,
+                               "a size from 64K to 1G in whole KiB", NULL},
 };
 
 /* The file's limits (config.h): a file of every key and of the most
@@ -913,6 +931,17 @@ static int finish(parser_t *p) {
     return fail(p, p->seen[KEY_HTTP_CRL],
                 "http_crl: expected http_cert, http_key and http_ca too "
                 "(it revokes HTTPS client certificates)");
+  if (c->perf_boost_buffer % 1024)
+    return fail(p, p->seen[KEY_PERF_BOOST_BUFFER],
+                "perf_boost_buffer: expected %s (a buffer is sized in KiB)",
+                KEYS[KEY_PERF_BOOST_BUFFER].expect);
+  static const key_id_t boost_keys[] = {KEY_PERF_BOOST_FREQUENCY,
+                                        KEY_PERF_BOOST_BUFFER};
+  for (size_t i = 0; i < sizeof boost_keys / sizeof boost_keys[0]; i++)
+    if (p->seen[boost_keys[i]] && !p->seen[KEY_PERF_BOOST_WINDOW])
+      return fail(p, p->seen[boost_keys[i]],
+                  "%s: expected perf_boost_window too (without it there is "
+                  "no boost to tune)", KEYS[boost_keys[i]].name);
   static const key_id_t s3_keys[] = {KEY_S3_ENDPOINT, KEY_S3_REGION,
                                      KEY_S3_CREDENTIALS_FILE, KEY_S3_PRESIGN};
   for (size_t i = 0; i < sizeof s3_keys / sizeof s3_keys[0]; i++)
@@ -979,6 +1008,8 @@ void tg_coll_config_defaults(tg_coll_config_t *c) {
   c->check_timeout_ms = 600LL * MS_PER_S;
   c->check_memory = 4ull << 30;
   c->symbolize_timeout_ms = 600LL * MS_PER_S;
+  c->perf_boost_frequency = 499;
+  c->perf_boost_buffer = 8u << 20;
 }
 
 int tg_coll_config_parse(const char *text_untrusted, size_t len,

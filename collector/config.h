@@ -81,6 +81,12 @@
  *     clone_min_rate   SIZE per second, 0 (off) to 1G, default 8K: a
  *                      host reading its clone slower than that on average
  *                      over clone_timeout fails for the snapshot
+ *     perf_boost_window  DURATION, 0 (off, the default) or 1s..60s: on
+ *                      a trigger, each host of the snapshot samples
+ *                      linux.perf faster for this long, merged into it
+ *     perf_boost_frequency  20..4000, default 499: that rate, in Hz
+ *     perf_boost_buffer  SIZE in whole KiB, 64K..1G, default 8M: the
+ *                      boost session's buffer on each host
  *     compress_level   0..19, default 1 (0: relays do not compress)
  *     reconnect        DURATION, default 60s
  *     dead_link        DURATION, at least 1s, default 15s
@@ -197,6 +203,14 @@ typedef enum tg_coll_symbolize {
   TG_COLL_SYMBOLIZE_DEBUGINFOD, /* and then debuginfod */
 } tg_coll_symbolize_t;
 
+/* perf_boost_*: the window's most (a boost holds its snapshot that long),
+ * the frequency's range and the buffer's (daemon/boost.c). */
+#define TG_COLL_BOOST_WINDOW_MAX_MS 60000
+#define TG_COLL_BOOST_FREQUENCY_MIN 20
+#define TG_COLL_BOOST_FREQUENCY_MAX 4000
+#define TG_COLL_BOOST_BUFFER_MIN (64u << 10)
+#define TG_COLL_BOOST_BUFFER_MAX (1u << 30)
+
 /* The implicit group of every host in the inventory. */
 #define TG_COLL_CONFIG_GROUP_ALL "all"
 
@@ -276,6 +290,12 @@ typedef struct tg_coll_config {
   uint32_t schedule_snapshots_per_minute; /* 1..600 */
   int64_t clone_timeout_ms;               /* 100..120000 */
   uint64_t clone_min_rate; /* bytes per second, 0 (off)..1G */
+  /* On a trigger, each host of the snapshot samples linux.perf at
+   * |perf_boost_frequency| for this long in a session of its own
+   * (daemon/boost.c); 0: off. 1000..TG_COLL_BOOST_WINDOW_MAX_MS else. */
+  int64_t perf_boost_window_ms;
+  uint32_t perf_boost_frequency; /* Hz, 20..4000 */
+  uint64_t perf_boost_buffer;    /* bytes, whole KiB, 64K..1G */
   uint32_t compress_level;           /* 0..19 */
   int64_t reconnect_ms;
   int64_t dead_link_ms; /* >= 1000 */

@@ -32,6 +32,7 @@ static json_t *host_json(const tg_coll_host_result_t *h) {
                   json_string(tg_coll_host_outcome_name(h->outcome)));
   o = tg_json_put(o, "error", tg_json_text(h->error ? h->error : ""));
   o = tg_json_put(o, "problems", tg_json_text(h->problems ? h->problems : ""));
+  o = tg_json_put(o, "boost", tg_json_text(h->boost ? h->boost : ""));
   o = tg_json_put(o, "bytes", tg_json_u64(h->bytes));
   o = tg_json_put(o, "packets", tg_json_u64(h->packets));
   o = tg_json_put(o, "loss", tg_json_u64(h->loss));
@@ -125,6 +126,17 @@ static int get_text(parse_t *p, const json_t *o, const char *key, size_t min,
   return 0;
 }
 
+/* As get_text, 0..|max| bytes, where a missing key reads as "": a field
+ * sidecars written before it lack. */
+static int get_opt_text(parse_t *p, const json_t *o, const char *key,
+                        size_t max, const char **out) {
+  if (!json_object_get(o, key)) {
+    *out = "";
+    return 0;
+  }
+  return get_text(p, o, key, 0, max, out);
+}
+
 static int get_u64(parse_t *p, const json_t *o, const char *key, uint64_t max,
                    uint64_t *out) {
   uint64_t v;
@@ -160,6 +172,7 @@ static int parse_host(parse_t *p, const json_t *o, size_t i,
       (err = get_text(p, o, "error", 0, TG_COLL_ERROR_MAX, &h->error)) ||
       (err = get_text(p, o, "problems", 0, TG_COLL_PROBLEMS_MAX,
                       &h->problems)) ||
+      (err = get_opt_text(p, o, "boost", TG_COLL_BOOST_MAX, &h->boost)) ||
       (err = get_u64(p, o, "bytes", INT64_MAX, &h->bytes)) ||
       (err = get_u64(p, o, "packets", INT64_MAX, &h->packets)) ||
       (err = get_u64(p, o, "loss", INT64_MAX, &h->loss)) ||

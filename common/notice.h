@@ -551,6 +551,11 @@
     "a snapshot's host: packets whose times trace processor could not "       \
     "place on the host's clocks were left out and counted as loss; the "     \
     "host is partial; how many follow")                                       \
+  X(COLLECTOR_PERF_BOOST_FAILED, 5090, "tracegate-collector",                 \
+    "a snapshot's host did not sample at the boost's rate "                   \
+    "(perf_boost_window): its boost session could not be reached, was "       \
+    "refused or not read in time; the snapshot keeps its ring's profile, "    \
+    "the host row's boost says why")                                          \
   X(PROBES_FTRACE_UNAVAILABLE, 6001, "tracegate-probes",                      \
     "linux.ftrace: an instance cannot trace the kernel (writing tracefs "     \
     "needs root or CAP_DAC_OVERRIDE, or the kernel has none); the instance " \

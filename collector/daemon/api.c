@@ -40,6 +40,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "collector/daemon/boost.h"
 #include "collector/daemon/api_parts.h"
 #include "collector/daemon/coll.h"
 #include "collector/daemon/routes.h"
@@ -745,6 +746,13 @@ static void get_metrics(coll_t *c, tg_http_exchange_t *x,
     fprintf(o.f, "tracegate_collector_data_source_failures_total{reason=\"%s\"} "
             "%" PRIu64 "\n", tg_ds_reason_name((tg_ds_reason_t)i),
             k->ds_failures[i]);
+  fputs("# HELP tracegate_collector_perf_boosts_total Perf boosts of "
+        "snapshots' hosts (perf_boost_window), by how they ended.\n"
+        "# TYPE tracegate_collector_perf_boosts_total counter\n", o.f);
+  for (int i = 0; i < COLL_BOOST_STATE_COUNT; i++)
+    fprintf(o.f, "tracegate_collector_perf_boosts_total{state=\"%s\"} "
+            "%" PRIu64 "\n", coll_boost_state_name((coll_boost_state_t)i),
+            k->perf_boosts[i]);
   fputs("# HELP tracegate_collector_triggers_capped_total Triggers refused, "
         "by the budget that had nothing left.\n"
         "# TYPE tracegate_collector_triggers_capped_total counter\n", o.f);

@@ -85,11 +85,26 @@ static json_t *problems_json(const char *text) {
   return tg_json_push(json_array(), tg_json_text(text));
 }
 
+/* A host row's perf boost as JSON: the object the collector stored, or
+ * null for none; what does not parse as an object is shown as text. */
+static json_t *boost_json(const char *text) {
+  size_t len = strlen(text);
+  if (!len) return json_null();
+  int rv;
+  json_error_t err;
+  json_t *v = tg_json_load(text, len, 0, 16 * (TG_COLL_BOOST_MAX + 1), &err,
+                           &rv);
+  if (v && json_is_object(v)) return v;
+  json_decref(v);
+  return tg_json_text(text);
+}
+
 json_t *coll_json_snap_hosts(const tg_coll_host_t *h, size_t n) {
   json_t *a = json_array();
   for (size_t i = 0; a && i < n; i++)
     a = tg_json_push(
-        a, json_pack("{s:o, s:o, s:s, s:o, s:o, s:o, s:o, s:o, s:I, s:I}",
+        a, json_pack("{s:o, s:o, s:s, s:o, s:o, s:o, s:o, s:o, s:I, s:I,"
+                     " s:o}",
                      "host", tg_json_text(h[i].host),
                      "name", tg_json_text(h[i].name),
                      "outcome", tg_coll_host_outcome_name(h[i].outcome),
@@ -99,7 +114,8 @@ json_t *coll_json_snap_hosts(const tg_coll_host_t *h, size_t n) {
                      "packets", tg_json_u64(h[i].packets),
                      "loss", tg_json_u64(h[i].loss),
                      "window_first_ms", (json_int_t)h[i].window_first_ms,
-                     "window_last_ms", (json_int_t)h[i].window_last_ms));
+                     "window_last_ms", (json_int_t)h[i].window_last_ms,
+                     "boost", boost_json(h[i].boost)));
   return a;
 }
 

@@ -12,6 +12,7 @@
 
 #include "collector/catalog_pg.h"
 #include "collector/daemon/coll.h"
+#include "collector/daemon/boost.h"
 #include "collector/daemon/coll_test.h"
 #include "collector/s3_credentials.h"
 #include "collector/daemon/import_check.h"
@@ -204,7 +205,7 @@ int coll_prepare(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg) {
   c->clock = &c->loop_clock;
   c->cfg = *cfg;
   memset(cfg, 0, sizeof(*cfg));
-  if (load_flight(c) < 0) return -1;
+  if (load_flight(c) < 0 || coll_boost_prepare(c) < 0) return -1;
 
   if (c->cfg.tls) {
     tg_tls_opts_t o = {.server = false,

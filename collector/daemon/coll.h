@@ -8,6 +8,8 @@
  *   snap.c     one fleet snapshot: CloneSession on every host of a group
  *              over a connection of its own, each clone read out, freed
  *              and merged into one store file
+ *   boost.c    a snapshot's perf boost: linux.perf at a higher rate on
+ *              its hosts for a window, merged into it (boost.h)
  *   trigger.c  where snapshots come from (operators, hosts' triggers, the
  *              schedule): the shell of trigger_policy.h (serving, folding,
  *              queueing, the budgets)
@@ -145,6 +147,9 @@ typedef struct coll_host {
    * packets (snap.c). NULL for none (most hosts: a few KiB each else); a
    * new holder clears both; /api/v1/hosts shows them. Owned. */
   tg_ds_problems_t *not_offered, *seen;
+  /* The perf boost running on it (boost.c), NULL for none: one at a
+   * time, whichever snapshot started it. */
+  struct coll_boost_host *boosting;
 } coll_host_t;
 
 /* Snapshots and triggers, for /metrics (trigger.c, snap.c write them). */
@@ -164,6 +169,9 @@ typedef struct coll_counts {
   uint64_t snap_host_bad_transitions;
   /* Data-source problems in snapshots' host rows, by reason. */
   uint64_t ds_failures[TG_DS_REASON_COUNT];
+  /* Perf boosts (boost.c) ended, by how: sharp, failed, held (none
+   * started: another snapshot's ran on the host). */
+  uint64_t perf_boosts[3];
   /* Snapshot durations (trigger to stored) by le bucket, in ms. */
   uint64_t dur_buckets[8];
   uint64_t dur_count;
@@ -193,6 +201,8 @@ struct coll {
   /* The ring's TraceConfig, checked, with its trigger_config made: each
    * host's copy is this, named with the host's key (coll_host_t). */
   struct Perfetto__Protos__TraceConfig *flight;
+  /* The perf boost's TraceConfig (boost.c); NULL: perf_boost_window 0. */
+  struct coll_boost_cfg *boost;
   tg_tls_config_t *tls;
   struct tg_session_cache *sessions; /* TLS sessions saved, in memory */
   tg_remote_env_t env;

@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "collector/daemon/coll.h"
+#include "collector/daemon/boost.h"
 #include "collector/daemon/data_window.h"
 #include "collector/daemon/snap_host.h"
 #include "collector/daemon/import_check.h"
@@ -120,6 +121,9 @@ struct coll_snap {
   int write_err;
   snap_host_t *hosts;
   snap_host_t *merging; /* the host whose packet the merge is writing */
+  /* Its window the packet counts in; NULL: none (a boost's, boost.h). */
+  coll_window_t *merging_win;
+  coll_boosts_t *boost; /* boost.h; NULL: no boost */
   size_t n, asked, open, delivered;
   size_t clones_sent; /* CloneSession requests written so far */
   size_t cloned;      /* hosts whose clone was taken, or that failed first */
@@ -170,7 +174,7 @@ static int sink(void *ctx, const uint8_t *p, size_t n, const uint8_t *tail,
   if (s->write_err) return s->write_err;
   /* A host's packet (the merge appends its ids; its own packets have no
    * tail), one by one out of a compressed_packets wrapper. */
-  if (tail_n && s->merging && coll_window_packet(&s->merging->win, p, n) < 0)
+  if (tail_n && s->merging_win && coll_window_packet(s->merging_win, p, n) < 0)
     return -ENOMEM;
   size_t len = n + tail_n;
   if (tg_buf_size(&s->out) + len + 16 > WRITE_CHUNK && flush_out(s) < 0)
@@ -302,8 +306,10 @@ static int on_packet(tg_clone_read_t *e, const uint8_t *p, size_t n) {
   }
   if (rv == 0) {
     s->merging = sh;
+    s->merging_win = &sh->win;
     rv = tg_merge_packet(&s->m, &sh->mh, p, n);
     s->merging = NULL;
+    s->merging_win = NULL;
   }
   sh->stored += s->framed - before;
   if (s->index)
@@ -527,6 +533,7 @@ static void snap_free(uv_handle_t *t) {
     coll_window_free(&s->hosts[i].win);
     coll_host_release(s->hosts[i].h);
   }
+  coll_boosts_free(s->boost);
   tg_merge_free(&s->m);
   tg_buf_free(&s->out);
   tg_coll_index_builder_free(s->index);
@@ -655,6 +662,7 @@ static void store_result(coll_snap_t *s) {
         .loss = sh->loss + sh->mh.malformed + sh->mh.state_lost,
         .window_first_ms = host_real_ms(sh->fh, sh->win.first_ns),
         .window_last_ms = host_real_ms(sh->fh, sh->win.last_ns),
+        .boost = coll_boosts_row(s->boost, i),
     };
     if (sh->st != COLL_SH_SKIPPED) host_problems(s, sh, texts[i], &rs[i]);
     packets += sh->packets;
@@ -712,7 +720,7 @@ static void after_sync(uv_work_t *w, int status) {
 }
 
 static void maybe_finish(coll_snap_t *s) {
-  if (s->open || s->finishing) return;
+  if (s->open || coll_boosts_open(s->boost) || s->finishing) return;
   s->finishing = true;
   uv_timer_stop(&s->deadline);
   flush_out(s);
@@ -733,6 +741,7 @@ static void end_hosts(coll_snap_t *s, const char *why) {
     if (st == TG_CLONE_STATS || st == TG_CLONE_FREEING) host_close(sh);
     else host_fail(sh, "%s", why);
   }
+  coll_boosts_end(s->boost, why);
 }
 
 /* How often the deadline timer looks for silent hosts and samples the
@@ -774,6 +783,7 @@ static void on_deadline(uv_timer_t *t) {
   }
   for (size_t i = 0; i < s->n; i++)
     if (s->hosts[i].st == COLL_SH_ACTIVE) judge(&s->hosts[i]);
+  coll_boosts_tick(s->boost, now);
 }
 
 void coll_snap_cut(coll_snap_t *s) {
@@ -802,6 +812,43 @@ bool coll_snap_under_way(const coll_t *c, uint64_t id) {
     if (c->running[i]->id == id) return true;
   return false;
 }
+
+/* --- the perf boost (boost.h) ------------------------------------------------ */
+
+/* Once every clone is asked for (sent, or its connection dialing), so
+ * that no boost's dial comes before a clone: the hosts cloned get a
+ * boost each. The schedule's snapshots take none: they mark no moment. */
+static void boost_start(coll_snap_t *s) {
+  if (!s->asked || !strcmp(s->trigger, "schedule") ||
+      !(s->boost = coll_boosts_new(s->c, s, s->n)))
+    return;
+  for (size_t i = 0; i < s->n; i++)
+    if (s->hosts[i].st != COLL_SH_SKIPPED && !s->hosts[i].failed)
+      coll_boosts_start(s->boost, i, s->hosts[i].h);
+}
+
+int coll_snap_merge_boost(coll_snap_t *s, size_t k, const uint8_t *p,
+                          size_t n, uint64_t *stored) {
+  snap_host_t *sh = &s->hosts[k];
+  uint64_t before = s->framed;
+  int rv = 0;
+  /* A host whose clone failed before its first packet is described by
+   * the boost's first one. */
+  if (!sh->preamble) {
+    sh->preamble = true;
+    rv = tg_merge_host_preamble(&s->m, &sh->mh, &sh->fh->report,
+                                sh->h->t.label);
+  }
+  if (rv == 0) rv = tg_merge_packet(&s->m, &sh->mh, p, n);
+  *stored += s->framed - before;
+  if (s->index)
+    tg_coll_index_add(s->index, k, before, s->framed - before);
+  return rv;
+}
+
+void coll_snap_boost_released(coll_snap_t *s) { maybe_finish(s); }
+
+int64_t coll_snap_started_ms(const coll_snap_t *s) { return s->started_ms; }
 
 /* --- the start --------------------------------------------------------------- */
 
@@ -914,6 +961,7 @@ int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
   TG_INFO("snapshot %016" PRIx64 " (%s%s%s): cloning %zu of %zu "
          "hosts, at most %" PRIu64 " bytes each", s->id, r->trigger,
          s->origin[0] ? " from " : "", s->origin, s->asked, s->n, s->host_cap);
+  boost_start(s);
   *out = s;
   *id = s->id;
   if (rv < 0) s->write_err = rv;

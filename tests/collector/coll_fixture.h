@@ -87,6 +87,8 @@ void coll_fill(uint8_t *buf, size_t n, uint64_t seed);
 #define COLL_FX_PARTIAL_NAME "the one cut short"
 #define COLL_FX_PARTIAL_PROBLEMS \
   "[{\"kind\":\"data_source\",\"data_source\":\"linux.ftrace\"}]"
+/* And the perf boost it gives it. */
+#define COLL_FX_PARTIAL_BOOST "{\"state\":\"failed\",\"frequency_hz\":499}"
 
 /* Begins a snapshot with |trigger| (reason "r", origin "o"), writes |bytes|
  * bytes from |seed| in pieces, and finishes it with the hosts named in

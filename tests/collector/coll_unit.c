@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "collector/daemon/boost.h"
 #include "collector/daemon/coll_test.h"
 #include "pb/config/trace_config.pb-c.h"
 #include "client/session_cache.h"
@@ -55,8 +56,9 @@ void coll_unit_open(coll_unit_t *u, size_t n_inventory, const char *extra,
   edit_config("store = store\n", store);
   FILE *f = fopen(fleet_in_dir("flight.pbtxt"), "a");
   assert_non_null(f);
-  fprintf(f, "flush_timeout_ms: %u\n",
-          u->flush_timeout_ms ? u->flush_timeout_ms : 300);
+  fprintf(f, "flush_timeout_ms: %u\n%s",
+          u->flush_timeout_ms ? u->flush_timeout_ms : 300,
+          u->flight_extra ? u->flight_extra : "");
   assert_int_equal(fclose(f), 0);
   coll_unit_inventory(u, n_inventory, more);
   assert_int_equal(uv_loop_init(&u->loop), 0);
@@ -198,6 +200,7 @@ void coll_unit_close(coll_unit_t *u) {
   free(c->hosts);
   tg_coll_store_close(c->store);
   perfetto__protos__trace_config__free_unpacked(c->flight, NULL);
+  coll_boost_config_free(c);
   tg_session_cache_free(c->sessions);
   tg_tls_config_free(c->tls);
   tg_coll_config_free(&c->cfg);

@@ -31,6 +31,9 @@ typedef struct coll_unit {
   /* The ring's flush_timeout_ms, set before coll_unit_open (0: 300): how
    * long a clone waits for producers that do not answer its flush. */
   uint32_t flush_timeout_ms;
+  /* More of the flight config, appended before coll_unit_open reads it
+   * (NULL: none). */
+  const char *flight_extra;
   fleet_host_t h[COLL_UNIT_HOSTS_MAX];
   size_t n_hosts; /* started fleet hosts */
   /* In front of h[0] when the test started one (fleet_hostile_start);

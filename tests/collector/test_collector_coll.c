@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "client/session_cache.h"
+#include "collector/daemon/boost.h"
 #include "collector/daemon/coll.h"
 #include "collector/daemon/coll_test.h"
 #include "fleet_harness.h"
@@ -52,6 +53,7 @@ static void load(tg_coll_config_t *cfg, const char *flight,
 
 static void unprepare(coll_t *c) {
   perfetto__protos__trace_config__free_unpacked(c->flight, NULL);
+  coll_boost_config_free(c);
   tg_session_cache_free(c->sessions);
   tg_tls_config_free(c->tls);
   tg_coll_config_free(&c->cfg);
@@ -148,11 +150,94 @@ static void the_daemons_clock_is_the_loops_unless_a_test_sets_one(void **state) 
   assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+#define PERF(body) \
+  "data_sources { config { name: \"linux.perf\" target_buffer: 1 " body \
+  " } }\n"
+#define BOOST "perf_boost_window = 3s\nperf_boost_frequency = 997\n" \
+  "perf_boost_buffer = 2M\n"
+
+/* The perf boost's TraceConfig (boost.h): the flight config's linux.perf
+ * alone, at perf_boost_frequency whatever its timebase's interval was,
+ * into the one DISCARD buffer of perf_boost_buffer, for the window; a
+ * flight config without linux.perf, or whose linux.perf samples nothing,
+ * is refused with the boost on; without it there is no boost config. */
+static void the_perf_boost_config_comes_from_the_rings_linux_perf(
+    void **state) {
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  static const char *const flights[] = {
+      RING RING DS PERF("perf_event_config { timebase { period: 1000 "
+                        "counter: SW_CPU_CLOCK } }"),
+      RING RING DS PERF("perf_event_config { timebase { frequency: 19 } }"),
+      RING RING DS PERF("perf_event_config { }"),
+  };
+  for (size_t i = 0; i < sizeof(flights) / sizeof(flights[0]); i++) {
+    tg_coll_config_t cfg;
+    load(&cfg, flights[i], BOOST);
+    coll_t c;
+    memset(&c, 0, sizeof(c));
+    assert_int_equal(coll_prepare(&c, &loop, &cfg), 0);
+    size_t len;
+    const uint8_t *wire = coll_boost_config(&c, &len);
+    assert_non_null(wire);
+    Perfetto__Protos__TraceConfig *tc =
+        perfetto__protos__trace_config__unpack(NULL, len, wire);
+    assert_non_null(tc);
+    assert_int_equal(tc->n_buffers, 1);
+    assert_int_equal(tc->buffers[0]->size_kb, 2048);
+    assert_int_equal(tc->buffers[0]->fill_policy,
+                     PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__FILL_POLICY__DISCARD);
+    assert_int_equal(tc->duration_ms, 3000);
+    assert_int_equal(tc->n_data_sources, 1);
+    const Perfetto__Protos__DataSourceConfig *d = tc->data_sources[0]->config;
+    assert_string_equal(d->name, "linux.perf");
+    assert_int_equal(d->target_buffer, 0);
+    const Perfetto__Protos__PerfEventConfig *pe = d->perf_event_config;
+    assert_non_null(pe);
+    if (pe->timebase) {
+      assert_int_equal(pe->timebase->interval_case,
+                       PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__INTERVAL_FREQUENCY);
+      assert_int_equal(pe->timebase->frequency, 997);
+    } else {
+      assert_int_equal(pe->sampling_frequency, 997);
+    }
+    perfetto__protos__trace_config__free_unpacked(tc, NULL);
+    /* The ring's own config is untouched. */
+    assert_int_equal(c.flight->data_sources[1]->config->target_buffer, 1);
+    unprepare(&c);
+  }
+  /* No boost: no boost config. */
+  tg_coll_config_t cfg;
+  load(&cfg, flights[0], NULL);
+  coll_t c;
+  memset(&c, 0, sizeof(c));
+  assert_int_equal(coll_prepare(&c, &loop, &cfg), 0);
+  size_t len;
+  assert_null(coll_boost_config(&c, &len));
+  unprepare(&c);
+  static const char *const bad[] = {
+      RING DS,                                   /* no linux.perf */
+      RING PERF(""),                             /* counts only */
+      RING PERF("perf_event_config { timebase { poll_period_ms: 100 } }"),
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    load(&cfg, bad[i], BOOST);
+    memset(&c, 0, sizeof(c));
+    if (coll_prepare(&c, &loop, &cfg) != -1)
+      fail_msg("flight config %zu accepted with a boost:\n%s", i, bad[i]);
+    assert_null(c.boost);
+    unprepare(&c);
+  }
+  assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_flight_config_that_is_no_ring_is_refused),
       cmocka_unit_test(the_triggers_become_the_rings_trigger_config),
       cmocka_unit_test(the_daemons_clock_is_the_loops_unless_a_test_sets_one),
+      cmocka_unit_test(the_perf_boost_config_comes_from_the_rings_linux_perf),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }

@@ -1065,6 +1065,66 @@ static void config_bucket_and_its_keys(void **state) {
   expect_extra_error("s3_presign = 1m\n", 4, "s3_presign: expected bucket");
 }
 
+/* perf_boost_*: off by default, read with their ranges, and the two
+ * tuning keys refused without the window they tune. */
+static void config_perf_boost_keys(void **state) {
+  (void)state;
+  tg_coll_config_t c;
+  expect_extra_ok("", &c);
+  assert_int_equal(c.perf_boost_window_ms, 0);
+  assert_int_equal(c.perf_boost_frequency, 499);
+  assert_int_equal(c.perf_boost_buffer, 8u << 20);
+  tg_coll_config_free(&c);
+  expect_extra_ok("perf_boost_window = 2s\nperf_boost_frequency = 20\n"
+                  "perf_boost_buffer = 64K\n", &c);
+  assert_int_equal(c.perf_boost_window_ms, 2000);
+  assert_int_equal(c.perf_boost_frequency, 20);
+  assert_int_equal(c.perf_boost_buffer, 64u << 10);
+  tg_coll_config_free(&c);
+  expect_extra_ok("perf_boost_window = 1m\nperf_boost_frequency = 4000\n"
+                  "perf_boost_buffer = 1G\n", &c);
+  assert_int_equal(c.perf_boost_window_ms, 60000);
+  assert_int_equal(c.perf_boost_frequency, 4000);
+  assert_int_equal(c.perf_boost_buffer, 1u << 30);
+  tg_coll_config_free(&c);
+  /* Off again, with its tuning kept. */
+  expect_extra_ok("perf_boost_window = 0\nperf_boost_frequency = 999\n", &c);
+  assert_int_equal(c.perf_boost_window_ms, 0);
+  tg_coll_config_free(&c);
+
+  static const char *const bad[] = {
+      "perf_boost_window = 999ms",    "perf_boost_window = 61s",
+      "perf_boost_window = 2",        "perf_boost_window = -1s",
+      "perf_boost_frequency = 19",    "perf_boost_frequency = 4001",
+      "perf_boost_frequency = 1.5",   "perf_boost_frequency = 0499",
+      "perf_boost_buffer = 63K",      "perf_boost_buffer = 1025M",
+      "perf_boost_buffer = 2s",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char key[48], text[128];
+    snprintf(key, sizeof key, "%.*s: expected", (int)strcspn(bad[i], " "),
+             bad[i]);
+    snprintf(text, sizeof text, "perf_boost_window = 3s\n%s\n", bad[i]);
+    /* A bad window on line 4 itself, the others on line 5. */
+    if (strncmp(bad[i], "perf_boost_window", 17) == 0) {
+      snprintf(text, sizeof text, "%s\n", bad[i]);
+      expect_extra_error(text, 4, key);
+    } else {
+      expect_extra_error(text, 5, key);
+    }
+  }
+  /* Not a whole KiB: the line that set it. */
+  expect_extra_error("perf_boost_window = 3s\nperf_boost_buffer = 65537\n", 5,
+                     "perf_boost_buffer: expected");
+  /* Tuning without a window. */
+  expect_extra_error("perf_boost_frequency = 999\n", 4,
+                     "perf_boost_frequency: expected perf_boost_window");
+  expect_extra_error("\nperf_boost_buffer = 16M\n", 5,
+                     "perf_boost_buffer: expected perf_boost_window");
+  expect_extra_error("perf_boost_window = 2s\nperf_boost_window = 3s\n", 5,
+                     "perf_boost_window: expected once");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(config_shard_can_be_set_from_a_command_line),
@@ -1094,6 +1154,7 @@ int main(void) {
       cmocka_unit_test(config_truncates_errors_to_the_buffer),
       cmocka_unit_test(config_loads_a_file_relative_to_its_directory),
       cmocka_unit_test(config_takes_merge_allow_fields),
+      cmocka_unit_test(config_perf_boost_keys),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -257,6 +257,7 @@ static void recovery_moves_schema_1_to_2_keeping_rows(void **state) {
   assert_int_equal(h[0].outcome, TG_COLL_HOST_PARTIAL);
   assert_string_equal(h[0].name, COLL_FX_PARTIAL_NAME);
   assert_string_equal(h[0].problems, COLL_FX_PARTIAL_PROBLEMS);
+  assert_string_equal(h[0].boost, COLL_FX_PARTIAL_BOOST);
 }
 
 static void recovery_migrates_an_empty_catalog_once(void **state) {

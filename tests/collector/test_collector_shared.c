@@ -480,7 +480,7 @@ static void pg_schema_is_created_once_and_versioned(void **state) {
   psql(fx->conninfo,
        "DO $$ BEGIN IF (SELECT count(*) FROM schema_version) <> 1 OR"
        " (SELECT version FROM schema_version"
-       "  WHERE component = 'tracegate-collector') <> 3"
+       "  WHERE component = 'tracegate-collector') <> 4"
        " THEN RAISE EXCEPTION 'schema_version'; END IF; END $$");
 }
 
@@ -497,7 +497,8 @@ static void pg_schema_1_moves_to_2_keeping_rows(void **state) {
        " DROP CONSTRAINT snapshot_hosts_outcome_check;"
        "ALTER TABLE snapshot_hosts ADD CONSTRAINT snapshot_hosts_outcome_check"
        " CHECK (outcome IN (0, 1));"
-       "ALTER TABLE snapshot_hosts DROP COLUMN name, DROP COLUMN problems;"
+       "ALTER TABLE snapshot_hosts DROP COLUMN name, DROP COLUMN problems,"
+       " DROP COLUMN boost;"
        "UPDATE schema_version SET version = 1;"
        "INSERT INTO snapshots (member, state, started_ms, trigger, reason,"
        " origin) VALUES (0, 1, 1, 't', '', '');"
@@ -507,12 +508,12 @@ static void pg_schema_1_moves_to_2_keeping_rows(void **state) {
   tg_coll_catalog_close(cat);
   psql(fx->conninfo,
        "DO $$ BEGIN IF (SELECT version FROM schema_version"
-       "  WHERE component = 'tracegate-collector') <> 3 OR"
+       "  WHERE component = 'tracegate-collector') <> 4 OR"
        " (SELECT count(*) FROM snapshot_hosts WHERE host = 'old'"
-       "  AND name = '' AND problems = '') <> 1"
+       "  AND name = '' AND problems = '' AND boost = '') <> 1"
        " THEN RAISE EXCEPTION 'migration'; END IF; END $$;"
        "INSERT INTO snapshot_hosts SELECT id, 'new', 2, '', 0, 0, 0, 0, 0,"
-       " 'a name', '[]' FROM snapshots;");
+       " 'a name', '[]', '{}' FROM snapshots;");
 }
 
 static void pg_schema_newer_or_foreign_is_refused(void **state) {
@@ -523,7 +524,7 @@ static void pg_schema_newer_or_foreign_is_refused(void **state) {
   psql(fx->conninfo, "UPDATE schema_version SET version = 99");
   assert_int_equal(tg_coll_catalog_pg_open(fx->conninfo, 0, &cat),
                    TG_ENOT_SUPPORTED);
-  psql(fx->conninfo, "UPDATE schema_version SET version = 3");
+  psql(fx->conninfo, "UPDATE schema_version SET version = 4");
   assert_int_equal(tg_coll_catalog_pg_open(fx->conninfo, 0, &cat), 0);
   tg_coll_catalog_close(cat);
 

@@ -21,7 +21,8 @@ static const tg_coll_host_result_t hosts[] = {
      .bytes = 600, .packets = 6, .loss = 2, .window_first_ms = -10,
      .window_last_ms = 20},
     {.host = "beta:7000", .outcome = TG_COLL_HOST_FAILED, .error = "gone",
-     .problems = "[]", .loss = 3},
+     .problems = "[]", .loss = 3,
+     .boost = "{\"state\":\"failed\",\"reason\":\"timeout\"}"},
 };
 
 /* The sidecar of a PARTIAL snapshot 0x2a. */
@@ -68,6 +69,9 @@ static void meta_made_parses_back(void **state) {
   assert_int_equal(m.hosts[1].outcome, TG_COLL_HOST_FAILED);
   assert_string_equal(m.hosts[1].error, "gone");
   assert_string_equal(m.hosts[1].problems, "[]");
+  assert_string_equal(m.hosts[0].boost, "");
+  assert_string_equal(m.hosts[1].boost,
+                      "{\"state\":\"failed\",\"reason\":\"timeout\"}");
   tg_coll_meta_free(&m);
   tg_coll_meta_free(&m); /* idempotent */
   free(text);

@@ -1,0 +1,694 @@
+/* A snapshot's perf boost (boost.h): the boost's TraceConfig, made once,
+ * and per snapshot one session per host at the boost's rate, read once
+ * its window ended and merged through snap.c. */
+#include "collector/daemon/boost.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "client/ds_problem.h"
+#include "consumer/fleet/ftrace_loss.h"
+#include "collector/daemon/data_window.h"
+#include "collector/snapshot_id.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/notice.h"
+#include "pb/config/trace_config.pb-c.h"
+#include "tracegate/error.h"
+#include "tracegate/pb_wire.h"
+
+#define PERF_DS "linux.perf"
+/* Added to a boost packet's sequence id: the ring's sequences, numbered
+ * from 1 by the service, stay below it, and the boost's, numbered from 1
+ * too, land in the upper half of the host's range (merge.h,
+ * TG_MERGE_SEQ_SHIFT), which the merge moves without a map. A ring
+ * would need half a million writers to meet them; a boost that numbers
+ * that many fails. */
+#define BOOST_SEQ_BASE (1u << 19)
+#define BOOST_SEQ_MAX ((1u << 20) - 2 - BOOST_SEQ_BASE)
+/* What a boost may put into the file: its buffer this many times over
+ * (as snap.c's HOST_CAP_FACTOR for a ring) and CAP_SLACK more. */
+#define CAP_FACTOR 4u
+#define CAP_SLACK (1u << 20)
+/* TracePacket fields read here. */
+#define PKT_CLOCK_SNAPSHOT 6
+#define PKT_SEQ_ID 10
+#define PKT_PERF_SAMPLE 66
+/* The service's own sequence (Perfetto's kServicePacketSequenceID). */
+#define SERVICE_SEQ 1
+
+/* The boost's TraceConfig (coll_t.boost). */
+struct coll_boost_cfg {
+  uint8_t *wire; /* serialised, sent to every host */
+  size_t len;
+  Perfetto__Protos__TraceConfig *tc; /* the same, unpacked: not_offered */
+};
+
+typedef enum {
+  BH_NONE,  /* no boost: the host was not cloned */
+  BH_HELD,  /* another snapshot's boost runs on the host */
+  BH_DIAL,
+  BH_RUN,   /* EnableTracing sent: sampling until the window ends */
+  BH_READ,
+  BH_STATS,
+  BH_FREE,
+  BH_CLOSING,
+  BH_RELEASED,
+} bh_state_t;
+
+/* Why a boost failed: a token of its row (docs/collector.md). */
+typedef enum {
+  BR_NONE,
+  BR_UNREACHABLE, /* no connection to the host */
+  BR_NOT_OFFERED, /* no producer on the host registered linux.perf */
+  BR_NOT_STARTED, /* the service named linux.perf not started */
+  BR_REFUSED,     /* the service refused the session or ended it failing */
+  BR_TIMEOUT,     /* not read within window + clone_timeout */
+  BR_LOST,        /* the connection closed, or a read failed */
+  BR_TOO_BIG,     /* more than its cap, or too many sequences */
+  BR_CUT,         /* the snapshot's deadline, the collector stopping */
+} bh_reason_t;
+
+static const char *const kReasons[] = {
+    [BR_NONE] = "",
+    [BR_UNREACHABLE] = "unreachable",
+    [BR_NOT_OFFERED] = "not_offered",
+    [BR_NOT_STARTED] = "not_started",
+    [BR_REFUSED] = "refused",
+    [BR_TIMEOUT] = "timeout",
+    [BR_LOST] = "lost",
+    [BR_TOO_BIG] = "too_big",
+    [BR_CUT] = "cut",
+};
+
+typedef struct coll_boost_host {
+  coll_boosts_t *b;
+  size_t k;
+  coll_host_t *h;
+  tg_consumer_t *c;
+  void *conn;
+  bh_state_t st;
+  bh_reason_t reason;
+  bool failed;
+  uint64_t held_by; /* BH_HELD: the snapshot whose boost runs */
+  uint64_t samples, packets, bytes, read_packets, stored, loss;
+  coll_window_t win;        /* its packets' times (data_window.h) */
+  tg_ftrace_loss_t started; /* the service's not-started data sources */
+  char err[TG_COLL_ERROR_MAX + 1];
+  char row[TG_COLL_BOOST_MAX + 1];
+} coll_boost_host_t;
+
+struct coll_boosts {
+  coll_t *c;
+  coll_snap_t *s;
+  size_t n, open;
+  int64_t deadline_ms; /* coll_loop_ms by which every boost is released */
+  uint64_t cap;
+  tg_buf_t moved; /* a packet with its sequence moved */
+  coll_boost_host_t *hosts;
+};
+
+const char *coll_boost_state_name(coll_boost_state_t st) {
+  static const char *const names[] = {"sharp", "failed", "held"};
+  return (unsigned)st < COLL_BOOST_STATE_COUNT ? names[st] : "?";
+}
+
+/* --- the config ------------------------------------------------------------ */
+
+static int fail_prepare(const char *path, const char *why) {
+  fprintf(stderr, COLL_PROG ": %s %s: perf_boost_window: %s\n",
+          TG_NOTE(COLLECTOR_CONFIG_INVALID), path, why);
+  return -1;
+}
+
+/* |ds| (a copy of the flight config's linux.perf) at the boost's rate in
+ * buffer 0. NULL, or why it cannot be. */
+static const char *at_boost_rate(Perfetto__Protos__TraceConfig__DataSource *ds,
+                                 uint32_t hz) {
+  Perfetto__Protos__DataSourceConfig *dc = ds->config;
+  dc->has_target_buffer = true;
+  dc->target_buffer = 0;
+  free(dc->target_buffer_name);
+  dc->target_buffer_name = NULL;
+  Perfetto__Protos__PerfEventConfig *pe = dc->perf_event_config;
+  if (!pe)
+    return "the flight config's linux.perf has no perf_event_config (it "
+           "counts, it does not sample): nothing to sample faster";
+  Perfetto__Protos__PerfEvents__Timebase *tb = pe->timebase;
+  if (!tb) {
+    pe->has_sampling_frequency = true;
+    pe->sampling_frequency = hz;
+    return NULL;
+  }
+  if (tb->interval_case ==
+      PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__INTERVAL_POLL_PERIOD_MS)
+    return "the flight config's linux.perf polls counters "
+           "(timebase.poll_period_ms): nothing to sample faster";
+  tb->interval_case = PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__INTERVAL_FREQUENCY;
+  tb->frequency = hz;
+  return NULL;
+}
+
+int coll_boost_prepare(coll_t *c) {
+  const tg_coll_config_t *g = &c->cfg;
+  if (!g->perf_boost_window_ms) return 0;
+  const Perfetto__Protos__TraceConfig *fl = c->flight;
+  Perfetto__Protos__TraceConfig__DataSource **dss =
+      calloc(fl->n_data_sources ? fl->n_data_sources : 1, sizeof(*dss));
+  size_t n = 0;
+  const char *why = dss ? NULL : "out of memory";
+  for (size_t i = 0; !why && i < fl->n_data_sources; i++) {
+    const Perfetto__Protos__TraceConfig__DataSource *d = fl->data_sources[i];
+    if (!d->config || !d->config->name || strcmp(d->config->name, PERF_DS))
+      continue;
+    /* A copy through the wire: the flight config stays as it is. */
+    size_t len = protobuf_c_message_get_packed_size(&d->base);
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf) {
+      why = "out of memory";
+      break;
+    }
+    protobuf_c_message_pack(&d->base, buf);
+    dss[n] = (Perfetto__Protos__TraceConfig__DataSource *)protobuf_c_message_unpack(
+        &perfetto__protos__trace_config__data_source__descriptor, NULL, len, buf);
+    free(buf);
+    if (!dss[n]) {
+      why = "out of memory";
+      break;
+    }
+    why = at_boost_rate(dss[n++], g->perf_boost_frequency);
+  }
+  if (!why && !n)
+    why = "the flight config has no linux.perf data source to sample "
+          "faster (docs/collector.md, CPU profiles in the rings)";
+  struct coll_boost_cfg *bc = NULL;
+  if (!why) {
+    Perfetto__Protos__TraceConfig__BufferConfig buf =
+        PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__INIT;
+    Perfetto__Protos__TraceConfig__BufferConfig *bufs[1] = {&buf};
+    buf.has_size_kb = true;
+    buf.size_kb = (uint32_t)(g->perf_boost_buffer / 1024);
+    /* The window's start kept whole: its first packets hold the interned
+     * data every later sample refers to (a ring could lose them). What
+     * does not fit is counted (chunks_discarded) in the row's loss. */
+    buf.has_fill_policy = true;
+    buf.fill_policy =
+        PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__FILL_POLICY__DISCARD;
+    Perfetto__Protos__TraceConfig tc = PERFETTO__PROTOS__TRACE_CONFIG__INIT;
+    tc.n_buffers = 1;
+    tc.buffers = bufs;
+    tc.n_data_sources = n;
+    tc.data_sources = dss;
+    tc.has_duration_ms = true;
+    tc.duration_ms = (uint32_t)g->perf_boost_window_ms;
+    bc = calloc(1, sizeof(*bc));
+    size_t len = perfetto__protos__trace_config__get_packed_size(&tc);
+    if (bc) bc->wire = malloc(len);
+    if (bc && bc->wire) {
+      bc->len = perfetto__protos__trace_config__pack(&tc, bc->wire);
+      bc->tc = perfetto__protos__trace_config__unpack(NULL, bc->len, bc->wire);
+    }
+    if (!bc || !bc->wire || !bc->tc) why = "out of memory";
+  }
+  for (size_t i = 0; i < n; i++)
+    protobuf_c_message_free_unpacked(&dss[i]->base, NULL);
+  free(dss);
+  if (why) {
+    if (bc) free(bc->wire);
+    free(bc);
+    return fail_prepare(g->trace_config, why);
+  }
+  c->boost = bc;
+  TG_INFO("perf boost: on a trigger, each host of the snapshot samples "
+          PERF_DS " at %" PRIu32 " Hz for %" PRId64 " ms in a buffer of "
+          "%" PRIu64 " KiB", g->perf_boost_frequency, g->perf_boost_window_ms,
+          g->perf_boost_buffer / 1024);
+  return 0;
+}
+
+void coll_boost_config_free(coll_t *c) {
+  struct coll_boost_cfg *bc = c->boost;
+  if (!bc) return;
+  perfetto__protos__trace_config__free_unpacked(bc->tc, NULL);
+  free(bc->wire);
+  free(bc);
+  c->boost = NULL;
+}
+
+const uint8_t *coll_boost_config(const coll_t *c, size_t *len) {
+  *len = c->boost ? c->boost->len : 0;
+  return c->boost ? c->boost->wire : NULL;
+}
+
+/* --- one host's boost --------------------------------------------------------- */
+
+static void bh_close(coll_boost_host_t *bh);
+
+static void bh_fail(coll_boost_host_t *bh, bh_reason_t reason,
+                    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void bh_fail(coll_boost_host_t *bh, bh_reason_t reason,
+                    const char *fmt, ...) {
+  if (!bh->failed) {
+    bh->failed = true;
+    bh->reason = reason;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(bh->err, sizeof(bh->err), fmt, ap);
+    va_end(ap);
+    TG_WARN("snapshot %016" PRIx64 ": host %s: %s perf boost: %s",
+            coll_snap_id(bh->b->s), bh->h->t.spec,
+            TG_NOTE(COLLECTOR_PERF_BOOST_FAILED), bh->err);
+  }
+  bh_close(bh);
+}
+
+static void bh_close(coll_boost_host_t *bh) {
+  if (bh->st >= BH_CLOSING || bh->st < BH_DIAL) return;
+  bh->st = BH_CLOSING;
+  tg_consumer_close(bh->c);
+}
+
+static void on_gone(void *ctx, const char *detail) {
+  coll_boost_host_t *bh = ctx;
+  coll_boosts_t *b = bh->b;
+  /* The transport's account matters where it ended the boost. */
+  bool lost = bh->reason == BR_LOST || bh->reason == BR_UNREACHABLE;
+  if (bh->failed && lost && detail && detail[0] &&
+      strlen(bh->err) + 3 < sizeof(bh->err))
+    snprintf(bh->err + strlen(bh->err), sizeof(bh->err) - strlen(bh->err),
+             " (%s)", detail);
+  bh->st = BH_RELEASED;
+  bh->c = NULL;
+  if (bh->h->boosting == bh) bh->h->boosting = NULL;
+  b->c->counts.perf_boosts[bh->failed ? COLL_BOOST_FAILED : COLL_BOOST_SHARP]++;
+  b->open--;
+  coll_snap_boost_released(b->s);
+}
+
+static void on_close(tg_consumer_t *c, int status, const char *msg) {
+  coll_boost_host_t *bh = tg_consumer_data(c);
+  if (bh->st < BH_FREE && !bh->failed) {
+    bh->failed = true;
+    bh->reason = BR_LOST;
+    snprintf(bh->err, sizeof(bh->err), "the connection closed: %s",
+             status ? msg : "before the boost was read");
+    TG_WARN("snapshot %016" PRIx64 ": host %s: %s perf boost: %s",
+            coll_snap_id(bh->b->s), bh->h->t.spec,
+            TG_NOTE(COLLECTOR_PERF_BOOST_FAILED), bh->err);
+  }
+  /* The consumer is freed once this returns: nothing may close it again
+   * (a tick, a cut) until the transport is released. */
+  bh->st = BH_CLOSING;
+  bh->c = NULL;
+  bh->b->c->dialer.release(bh->conn, on_gone, bh);
+}
+
+static void on_freed(tg_consumer_t *c, void *ctx, int status, const char *msg) {
+  (void)c;
+  (void)status;
+  (void)msg;
+  bh_close(ctx); /* the service frees it with the connection anyway */
+}
+
+static void free_boost(coll_boost_host_t *bh) {
+  bh->st = BH_FREE;
+  if (tg_consumer_free_buffers(bh->c, on_freed, bh) < 0) bh_close(bh);
+}
+
+/* What the boost's buffer could not hold: its window's tail. */
+static void on_stats(tg_consumer_t *c, void *ctx, int status, const char *msg,
+                     const Perfetto__Protos__TraceStats *st) {
+  (void)c;
+  (void)msg;
+  coll_boost_host_t *bh = ctx;
+  if (bh->st != BH_STATS) return;
+  for (size_t i = 0; !status && st && i < st->n_buffer_stats; i++) {
+    const Perfetto__Protos__TraceStats__BufferStats *s = st->buffer_stats[i];
+    bh->loss += s->chunks_discarded + s->patches_failed + s->abi_violations +
+                s->trace_writer_packet_loss;
+  }
+  free_boost(bh);
+}
+
+/* The service's word on linux.perf, read from the boost's packets: a
+ * not-started data source fails the boost (its producer refused to
+ * sample, e.g. without CAP_PERFMON: its log says why). */
+static void check_started(coll_boost_host_t *bh) {
+  tg_ds_problems_t ps = {0};
+  tg_ds_problems_from_ftrace(&ps, &bh->started);
+  for (size_t i = 0; i < ps.n; i++) {
+    const tg_ds_problem_t *p = &ps.items[i];
+    if (p->reason != TG_DS_NOT_STARTED || strcmp(p->data_source, PERF_DS))
+      continue;
+    char line[TG_DS_WHY_MAX + TG_DS_NAME_MAX + 32];
+    bh_fail(bh, BR_NOT_STARTED, "%s",
+            tg_ds_problem_line(p, line, sizeof(line)));
+    return;
+  }
+}
+
+static void read_more(coll_boost_host_t *bh);
+
+static void on_read(tg_consumer_t *c, void *ctx, int status, const char *msg) {
+  (void)c;
+  coll_boost_host_t *bh = ctx;
+  if (bh->st != BH_READ) return;
+  if (status) {
+    bh_fail(bh, BR_LOST, "reading the boost: %s", msg);
+    return;
+  }
+  if (bh->read_packets) { /* until a read brings nothing */
+    read_more(bh);
+    return;
+  }
+  check_started(bh);
+  if (bh->failed) return;
+  bh->st = BH_STATS;
+  if (tg_consumer_get_trace_stats(bh->c, on_stats, bh) < 0) free_boost(bh);
+}
+
+/* |p| with BOOST_SEQ_BASE added to its sequence id (a field appended) in
+ * b->moved; a packet without one is taken as it is. 0, 1 when the packet
+ * is left out, or an error.
+ *
+ * Left out: the service's ClockSnapshots of the boost session. Trace
+ * processor wants a machine's clock snapshots in time order, and the
+ * ring's, read from its clone while the boost already ran, can be later
+ * than the boost's first (invalid_clock_snapshots); the host's clocks
+ * are tied by its ring's snapshots and the merge's estimate (merge.h),
+ * on the same clocks. */
+static int move_seq(coll_boost_host_t *bh, const uint8_t *p, size_t n,
+                    const uint8_t **out, size_t *out_n, bool *sample) {
+  tg_pb_reader_t r;
+  tg_pb_field_t f;
+  tg_pb_reader_init(&r, p, n);
+  uint64_t seq = 0;
+  bool clocks = false;
+  int rv;
+  *sample = false;
+  while ((rv = tg_pb_reader_next(&r, &f)) == 1) {
+    if (f.id == PKT_SEQ_ID && f.type == TG_PB_WT_VARINT) seq = f.value;
+    if (f.id == PKT_PERF_SAMPLE && f.type == TG_PB_WT_LEN) *sample = true;
+    if (f.id == PKT_CLOCK_SNAPSHOT) clocks = true;
+  }
+  *out = p;
+  *out_n = n;
+  /* The merge leaves out what does not decode, and counts it. */
+  if (rv < 0 || !seq) return 0;
+  if (seq == SERVICE_SEQ && clocks) return 1;
+  if (seq > BOOST_SEQ_MAX) {
+    bh_fail(bh, BR_TOO_BIG, "sequence id %" PRIu64 " is past the %u a boost "
+            "may number", seq, BOOST_SEQ_MAX);
+    return -ECANCELED;
+  }
+  tg_buf_t *m = &bh->b->moved;
+  tg_buf_reset(m);
+  uint8_t *d = tg_buf_reserve(m, n + 2 + TG_PB_MAX_VARINT_SIZE);
+  if (!d) return -ENOMEM;
+  memcpy(d, p, n);
+  uint8_t *e = tg_pb_write_varint(d + n, TG_PB_TAG(PKT_SEQ_ID, TG_PB_WT_VARINT));
+  e = tg_pb_write_varint(e, seq + BOOST_SEQ_BASE);
+  tg_buf_commit(m, (size_t)(e - d));
+  *out = tg_buf_begin(m);
+  *out_n = tg_buf_size(m);
+  return 0;
+}
+
+static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
+  (void)c;
+  coll_boost_host_t *bh = ctx;
+  coll_boosts_t *b = bh->b;
+  if (bh->stored + n > b->cap) {
+    bh_fail(bh, BR_TOO_BIG, "sent more than its cap of %" PRIu64 " bytes "
+            "(4 times perf_boost_buffer and 1 MiB)", b->cap);
+    return -ECANCELED;
+  }
+  /* The service's packets say what did not start; its sequence 1 is
+   * known to the window as the service's. */
+  tg_ftrace_loss_scan(&bh->started, p, n);
+  if (coll_window_packet(&bh->win, p, n) < 0) return -ENOMEM;
+  const uint8_t *q;
+  size_t qn;
+  bool sample;
+  int rv = move_seq(bh, p, n, &q, &qn, &sample);
+  if (rv < 0) return rv;
+  bh->packets++;
+  bh->read_packets++;
+  bh->bytes += n;
+  if (rv == 1) return 0;
+  rv = coll_snap_merge_boost(b->s, bh->k, q, qn, &bh->stored);
+  if (rv == TG_ETOO_MANY_SEQUENCES) {
+    bh_fail(bh, BR_TOO_BIG, "sent more packet sequences than the merge "
+            "maps for one host");
+    return -ECANCELED;
+  }
+  if (rv < 0) {
+    bh_fail(bh, BR_LOST, "merging its packets: %s", tg_strerror(rv));
+    return -ECANCELED;
+  }
+  bh->samples += sample;
+  return 0;
+}
+
+static void read_more(coll_boost_host_t *bh) {
+  bh->read_packets = 0;
+  int rv = tg_consumer_read_buffers(bh->c, on_packet, on_read, bh);
+  if (rv < 0) bh_fail(bh, BR_LOST, "reading the boost: %s", tg_strerror(rv));
+}
+
+/* The session ended: its window is over (duration_ms), or the service
+ * refused it or failed it. */
+static void on_ended(tg_consumer_t *c, void *ctx, int status, const char *msg) {
+  (void)c;
+  coll_boost_host_t *bh = ctx;
+  if (bh->st != BH_RUN) return;
+  if (status) {
+    bh_fail(bh, BR_REFUSED, "the boost session: %s", msg);
+    return;
+  }
+  TG_DEBUG("snapshot %016" PRIx64 ": host %s: perf boost ended, %.3f s "
+           "after the trigger", coll_snap_id(bh->b->s), bh->h->t.spec,
+           (double)(coll_loop_ms(bh->b->c) - coll_snap_started_ms(bh->b->s)) /
+               1e3);
+  bh->st = BH_READ;
+  read_more(bh);
+}
+
+/* Whether any producer on the host offers linux.perf: without one the
+ * session would run its window with nothing in it. */
+static void on_state(tg_consumer_t *c, void *ctx, int status, const char *msg,
+                     bool has_more,
+                     const Perfetto__Protos__TracingServiceState *st) {
+  (void)c;
+  (void)has_more;
+  coll_boost_host_t *bh = ctx;
+  if (bh->st != BH_RUN) return;
+  if (status || !st) {
+    /* The session's own packets will say whether it started. */
+    TG_DEBUG("snapshot %016" PRIx64 ": host %s: perf boost: the service's "
+             "state: %s", coll_snap_id(bh->b->s), bh->h->t.spec, msg);
+    return;
+  }
+  tg_ds_problems_t ps = {0};
+  tg_ds_problems_not_offered(&ps, bh->b->c->boost->tc, st);
+  if (!ps.n) return;
+  char line[TG_DS_WHY_MAX + TG_DS_NAME_MAX + 32];
+  bh_fail(bh, BR_NOT_OFFERED, "%s",
+          tg_ds_problem_line(&ps.items[0], line, sizeof(line)));
+}
+
+static void on_ready(tg_consumer_t *c, int status, const char *msg) {
+  coll_boost_host_t *bh = tg_consumer_data(c);
+  if (bh->st != BH_DIAL) return;
+  if (status) {
+    bh_fail(bh, BR_UNREACHABLE, "cannot reach the host: %s", msg);
+    return;
+  }
+  const struct coll_boost_cfg *bc = bh->b->c->boost;
+  int rv = tg_consumer_enable_tracing(c, bc->wire, bc->len, -1, on_ended, bh);
+  if (rv < 0) {
+    bh_fail(bh, BR_REFUSED, "EnableTracing: %s", tg_strerror(rv));
+    return;
+  }
+  bh->st = BH_RUN;
+  rv = tg_consumer_query_service_state(c, false, true, on_state, bh);
+  if (rv < 0)
+    TG_DEBUG("snapshot %016" PRIx64 ": host %s: perf boost: cannot ask the "
+             "service's state: %s", coll_snap_id(bh->b->s), bh->h->t.spec,
+             tg_strerror(rv));
+}
+
+static const tg_consumer_cbs_t boost_cbs = {.on_ready = on_ready,
+                                            .on_close = on_close};
+
+/* --- a snapshot's boosts ------------------------------------------------------ */
+
+coll_boosts_t *coll_boosts_new(coll_t *c, coll_snap_t *s, size_t n) {
+  if (!c->boost || !n) return NULL;
+  coll_boosts_t *b = calloc(1, sizeof(*b));
+  if (b) b->hosts = calloc(n, sizeof(*b->hosts));
+  if (!b || !b->hosts) {
+    free(b);
+    TG_WARN("snapshot %016" PRIx64 ": %s out of memory for its perf boosts: "
+            "none started", coll_snap_id(s),
+            TG_NOTE(COLLECTOR_PERF_BOOST_FAILED));
+    return NULL;
+  }
+  b->c = c;
+  b->s = s;
+  b->n = n;
+  b->deadline_ms = coll_snap_started_ms(s) + c->cfg.perf_boost_window_ms +
+                   c->cfg.clone_timeout_ms;
+  b->cap = c->cfg.perf_boost_buffer * CAP_FACTOR + CAP_SLACK;
+  tg_buf_init(&b->moved, TG_CONSUMER_DEFAULT_MAX_PACKET + 64);
+  for (size_t i = 0; i < n; i++) {
+    b->hosts[i].b = b;
+    b->hosts[i].k = i;
+    coll_window_init(&b->hosts[i].win);
+  }
+  return b;
+}
+
+void coll_boosts_start(coll_boosts_t *b, size_t k, coll_host_t *h) {
+  if (!b || k >= b->n) return;
+  coll_boost_host_t *bh = &b->hosts[k];
+  bh->h = h;
+  if (h->boosting) {
+    bh->st = BH_HELD;
+    bh->held_by = coll_snap_id(h->boosting->b->s);
+    b->c->counts.perf_boosts[COLL_BOOST_HELD]++;
+    TG_INFO("snapshot %016" PRIx64 ": host %s: its perf boost runs for "
+            "snapshot %016" PRIx64 ": none started", coll_snap_id(b->s),
+            h->t.spec, bh->held_by);
+    return;
+  }
+  char err[512] = "";
+  tg_consumer_t *cons = NULL;
+  void *conn = NULL;
+  int rv = b->c->dialer.open(b->c->dialer.ctx, h->fh, &boost_cbs, &cons, &conn,
+                             err, sizeof(err));
+  if (rv < 0) {
+    bh->st = BH_RELEASED;
+    bh->failed = true;
+    bh->reason = BR_UNREACHABLE;
+    b->c->counts.perf_boosts[COLL_BOOST_FAILED]++;
+    snprintf(bh->err, sizeof(bh->err), "cannot connect: %.400s", err);
+    TG_WARN("snapshot %016" PRIx64 ": host %s: %s perf boost: %s",
+            coll_snap_id(b->s), h->t.spec,
+            TG_NOTE(COLLECTOR_PERF_BOOST_FAILED), bh->err);
+    return;
+  }
+  tg_consumer_set_data(cons, bh);
+  bh->c = cons;
+  bh->conn = conn;
+  bh->st = BH_DIAL;
+  h->boosting = bh;
+  b->open++;
+}
+
+size_t coll_boosts_open(const coll_boosts_t *b) { return b ? b->open : 0; }
+
+void coll_boosts_tick(coll_boosts_t *b, int64_t now_ms) {
+  if (!b || !b->open || now_ms < b->deadline_ms) return;
+  const tg_coll_config_t *g = &b->c->cfg;
+  for (size_t i = 0; i < b->n; i++) {
+    coll_boost_host_t *bh = &b->hosts[i];
+    if (bh->st < BH_DIAL || bh->st >= BH_CLOSING) continue;
+    bh_fail(bh, BR_TIMEOUT, "not read within perf_boost_window + "
+            "clone_timeout (%" PRId64 " ms) of the trigger",
+            g->perf_boost_window_ms + g->clone_timeout_ms);
+  }
+}
+
+void coll_boosts_end(coll_boosts_t *b, const char *why) {
+  for (size_t i = 0; b && i < b->n; i++) {
+    coll_boost_host_t *bh = &b->hosts[i];
+    if (bh->st < BH_DIAL || bh->st >= BH_CLOSING) continue;
+    /* Read whole: only its statistics or the freeing are left. */
+    if (bh->st >= BH_STATS) bh_close(bh);
+    else bh_fail(bh, BR_CUT, "%s", why);
+  }
+}
+
+/* As snap.c's: the host's BOOTTIME |boot_ns| in epoch ms through its
+ * holder's clock estimate; 0 without one. */
+static int64_t host_real_ms(const tg_fleet_host_t *fh, uint64_t boot_ns) {
+  if (!fh || !fh->report.clock.estimates || !boot_ns) return 0;
+  const tg_clock_sample_t *b = &fh->report.clock.best;
+  int64_t real = (int64_t)b->remote[TG_CLK_REALTIME] +
+                 ((int64_t)boot_ns - (int64_t)b->remote[TG_CLK_BOOTTIME]);
+  return real / 1000000;
+}
+
+const char *coll_boosts_row(coll_boosts_t *b, size_t k) {
+  if (!b || k >= b->n) return NULL;
+  coll_boost_host_t *bh = &b->hosts[k];
+  if (bh->st == BH_NONE) return NULL;
+  const tg_coll_config_t *g = &b->c->cfg;
+  json_t *o = json_pack("{s:s, s:I, s:I}",
+                        "state", coll_boost_state_name(
+                                     bh->st == BH_HELD ? COLL_BOOST_HELD
+                                     : bh->failed      ? COLL_BOOST_FAILED
+                                                       : COLL_BOOST_SHARP),
+                        "frequency_hz", (json_int_t)g->perf_boost_frequency,
+                        "window_ms", (json_int_t)g->perf_boost_window_ms);
+  if (o && bh->st == BH_HELD) {
+    char id[TG_COLL_ID_STRLEN];
+    tg_coll_id_format(bh->held_by, id);
+    json_object_set_new(o, "held_by", json_string(id));
+  } else if (o) {
+    const tg_fleet_host_t *fh = bh->h->fh;
+    json_object_set_new(o, "first_ms",
+                        json_integer(host_real_ms(fh, bh->win.first_ns)));
+    json_object_set_new(o, "last_ms",
+                        json_integer(host_real_ms(fh, bh->win.last_ns)));
+    json_object_set_new(o, "samples", tg_json_u64(bh->samples));
+    json_object_set_new(o, "packets", tg_json_u64(bh->packets));
+    json_object_set_new(o, "bytes", tg_json_u64(bh->bytes));
+    json_object_set_new(o, "loss", tg_json_u64(bh->loss));
+  }
+  if (o && bh->failed) {
+    const char *tag = tg_notice_tag(TG_N_COLLECTOR_PERF_BOOST_FAILED);
+    char code[16];
+    /* "[TG-5090]" -> "TG-5090", as the problems' codes */
+    snprintf(code, sizeof(code), "%.*s", (int)strlen(tag) - 2, tag + 1);
+    json_object_set_new(o, "reason", json_string(kReasons[bh->reason]));
+    json_object_set_new(o, "code", json_string(code));
+    json_object_set_new(o, "error", tg_json_text(bh->err));
+  }
+  char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+  /* The error is cut until the row fits: it must hold the state. */
+  for (size_t cut = strlen(bh->err) / 2;
+       o && text && strlen(text) > TG_COLL_BOOST_MAX && bh->failed && cut;
+       cut /= 2) {
+    free(text);
+    bh->err[cut] = 0;
+    json_object_set_new(o, "error", tg_json_text(bh->err));
+    text = json_dumps(o, JSON_COMPACT);
+  }
+  json_decref(o);
+  if (!text || strlen(text) > TG_COLL_BOOST_MAX) {
+    free(text);
+    TG_WARN("snapshot %016" PRIx64 ": host %s: its perf boost's row field "
+            "could not be made (out of memory)", coll_snap_id(b->s),
+            bh->h->t.spec);
+    return NULL;
+  }
+  snprintf(bh->row, sizeof(bh->row), "%s", text);
+  free(text);
+  return bh->row;
+}
+
+void coll_boosts_free(coll_boosts_t *b) {
+  if (!b) return;
+  for (size_t i = 0; i < b->n; i++) coll_window_free(&b->hosts[i].win);
+  tg_buf_free(&b->moved);
+  free(b->hosts);
+  free(b);
+}

@@ -1,0 +1,97 @@
+/* A snapshot's perf boost (docs/collector.md, "CPU profiles in the
+ * rings"): with perf_boost_window set, every host a snapshot clones also
+ * samples linux.perf at perf_boost_frequency for the window, in a session
+ * of its own on a connection of its own, and that session's packets are
+ * merged into the same snapshot on the host's machine. The ring holds the
+ * time before the trigger at its own rate; the boost sharpens what comes
+ * after it.
+ *
+ * A host's boost, in order (one state per host, bh_state_t in boost.c):
+ *   DIAL --on_ready--> RUN (EnableTracing with duration_ms = the window,
+ *   QueryServiceState beside it) --the session ended--> READ --read,
+ *   nothing more--> STATS --> FREE --freed--> (close) --> released
+ * Any error closes the connection and fails the boost, never the host nor
+ * the snapshot: the ring's clone is stored whatever the boost does. A
+ * host's boosts are one at a time: a snapshot that finds one running on a
+ * host (another snapshot's window) starts none there, and its row says
+ * which snapshot holds the sharp window ("held").
+ *
+ * Bounds: a boost ends by perf_boost_window + clone_timeout after the
+ * trigger (then it fails, its connection closed), and with the
+ * snapshot's own deadline; the bytes it merges are at most
+ * HOST_CAP_FACTOR times perf_boost_buffer (boost.c).
+ *
+ * Its sequences are its own: the service numbers a session's sequences
+ * from 1, so the boost's would meet the ring's on the host's machine;
+ * each boost packet gets BOOST_SEQ_BASE added to its
+ * trusted_packet_sequence_id (a field appended: the last one wins) before
+ * the merge moves it into the host's range.
+ *
+ * Owns: the boost's TraceConfig (coll_t.boost, made once from the flight
+ * config) and each snapshot's coll_boosts_t. Runs on the loop thread.
+ */
+#ifndef TRACEGATE_COLLECTOR_DAEMON_BOOST_H
+#define TRACEGATE_COLLECTOR_DAEMON_BOOST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "collector/daemon/coll.h"
+
+typedef struct coll_boosts coll_boosts_t;
+
+/* How a boost ended: coll_counts_t.perf_boosts' index, and the metric's
+ * state label (coll_boost_state_name). */
+typedef enum coll_boost_state {
+  COLL_BOOST_SHARP,
+  COLL_BOOST_FAILED,
+  COLL_BOOST_HELD,
+  COLL_BOOST_STATE_COUNT
+} coll_boost_state_t;
+/* "sharp", "failed", "held" (the row's state too); "?" out of range. */
+const char *coll_boost_state_name(coll_boost_state_t st);
+
+/* From the flight config (c->flight) and perf_boost_*: the boost's
+ * TraceConfig in c->boost, or nothing when perf_boost_window is 0.
+ * Prints what is wrong to stderr and returns -1 (a flight config without
+ * linux.perf, or with one that samples nothing). */
+int coll_boost_prepare(coll_t *c);
+/* Frees c->boost (NULL-safe; the process's end needs no call). */
+void coll_boost_config_free(coll_t *c);
+/* The boost's TraceConfig as sent to the hosts (*len bytes), or NULL
+ * when there is none. Borrowed from |c|. */
+const uint8_t *coll_boost_config(const coll_t *c, size_t *len);
+
+/* The boosts of snapshot |s| of |n| hosts; NULL when the collector has
+ * none (perf_boost_window 0) or out of memory (said in the log). */
+coll_boosts_t *coll_boosts_new(coll_t *c, coll_snap_t *s, size_t n);
+/* Starts host |k|'s boost (|h|, borrowed for the snapshot's life), or
+ * marks it held by the snapshot whose boost runs there. */
+void coll_boosts_start(coll_boosts_t *b, size_t k, coll_host_t *h);
+/* Boosts whose connection is not released yet: the snapshot waits. */
+size_t coll_boosts_open(const coll_boosts_t *b);
+/* The deadline timer's tick: boosts past window + clone_timeout fail. */
+void coll_boosts_tick(coll_boosts_t *b, int64_t now_ms);
+/* Fails every boost still at work with |why| (the snapshot's deadline,
+ * the collector stopping). */
+void coll_boosts_end(coll_boosts_t *b, const char *why);
+/* Host |k|'s row field: a JSON object (catalog.h, TG_COLL_BOOST_MAX), or
+ * NULL when it had no boost. Valid until coll_boosts_free. */
+const char *coll_boosts_row(coll_boosts_t *b, size_t k);
+void coll_boosts_free(coll_boosts_t *b); /* NULL-safe */
+
+/* --- snap.c, for boost.c ------------------------------------------------- */
+
+/* One boost packet of host |k| (its sequence already moved), merged on
+ * the host's machine as its ring's are; *stored grows by the bytes it
+ * took in the file. 0, or an error that fails the boost
+ * (TG_ETOO_MANY_SEQUENCES, -ENOMEM, the file's). */
+int coll_snap_merge_boost(coll_snap_t *s, size_t k, const uint8_t *p,
+                          size_t n, uint64_t *stored);
+/* A boost's connection was released: the snapshot may finish. */
+void coll_snap_boost_released(coll_snap_t *s);
+/* The snapshot's trigger time (coll_loop_ms). */
+int64_t coll_snap_started_ms(const coll_snap_t *s);
+
+#endif /* TRACEGATE_COLLECTOR_DAEMON_BOOST_H */
