@@ -19,7 +19,11 @@
 # With PERF_DWARF=ON (a build with libdw), the workload is also built
 # without frame pointers and unwound with UNWIND_DWARF: the same chain, and
 # at least 90% of its samples unwound to main or the thread's function;
-# without, UNWIND_DWARF must be refused (TG-8001).
+# with an unwinder queue of 1 KiB (max_enqueued_footprint_kb) every sample
+# is skipped and trace_processor counts them (perf_samples_skipped_dataloss);
+# with max_daemon_memory_kb of 1 the guardrail stops the session
+# (TG-8009, perf_guardrail_stop_ts). Without libdw, UNWIND_DWARF must be
+# refused (TG-8001).
 #
 # Environment (set by tests/perf/CMakeLists.txt): BUILD_DIR WORK CC PERF_DWARF
 set -eu
