@@ -87,6 +87,54 @@ static tg_perf_qentry_t *reserve_locked(tg_perf_queue_t *q, size_t size) {
   return e;
 }
 
+#define PID_SLOTS (2 * TG_PERF_QUEUE_PIDS)
+
+static size_t pid_home(uint32_t pid) {
+  return (size_t)((pid * 2654435761u) % PID_SLOTS);
+}
+
+static long pid_find(const tg_perf_queue_t *q, uint32_t pid) {
+  for (size_t i = pid_home(pid), n = 0; n < PID_SLOTS;
+       i = (i + 1) % PID_SLOTS, n++) {
+    if (q->pids[i] == pid) return (long)i;
+    if (!q->pids[i]) return -1;
+  }
+  return -1;
+}
+
+/* Under q->mu. A sample of |pid| is committed: the unwinder may build its
+ * cache. Past TG_PERF_QUEUE_PIDS the filter is off for good (every
+ * forget is queued): an exact set or none. */
+static void pid_add(tg_perf_queue_t *q, uint32_t pid) {
+  if (q->st.filter_off || !pid || pid_find(q, pid) >= 0) return;
+  if (q->n_pids == TG_PERF_QUEUE_PIDS) {
+    q->st.filter_off = true;
+    return;
+  }
+  size_t i = pid_home(pid);
+  while (q->pids[i]) i = (i + 1) % PID_SLOTS;
+  q->pids[i] = pid;
+  q->n_pids++;
+}
+
+/* Under q->mu. Empties slot |at| (backward-shift deletion: no
+ * tombstones, so that a lookup still stops at the first free slot). */
+static void pid_remove(tg_perf_queue_t *q, long at) {
+  size_t hole = (size_t)at;
+  q->pids[hole] = 0;
+  q->n_pids--;
+  for (size_t j = (hole + 1) % PID_SLOTS; q->pids[j]; j = (j + 1) % PID_SLOTS) {
+    size_t home = pid_home(q->pids[j]);
+    /* |j| stays when its home lies cyclically in (hole, j]. */
+    bool stays = hole < j ? (home > hole && home <= j)
+                          : (home > hole || home <= j);
+    if (stays) continue;
+    q->pids[hole] = q->pids[j];
+    q->pids[j] = 0;
+    hole = j;
+  }
+}
+
 static void commit_locked(tg_perf_queue_t *q) {
   assert(q->reserved);
   if (q->res_off != q->tail) {
@@ -98,6 +146,9 @@ static void commit_locked(tg_perf_queue_t *q) {
   q->tail = q->res_off + q->res_size;
   if (q->tail == q->cap) q->tail = 0;
   q->reserved = false;
+  const tg_perf_qentry_t *e =
+      (const tg_perf_qentry_t *)(const void *)(q->buf + q->res_off);
+  if (e->kind == TG_PERF_Q_SAMPLE) pid_add(q, e->pid);
   q->n_live++;
   q->n_queued++;
   q->st.committed++;
@@ -132,6 +183,16 @@ void tg_perf_queue_commit(tg_perf_queue_t *q) {
 
 void tg_perf_queue_forget(tg_perf_queue_t *q, uint32_t pid) {
   pthread_mutex_lock(&q->mu);
+  if (!q->st.filter_off) {
+    long at = pid_find(q, pid);
+    if (at < 0) {
+      q->st.forgets_filtered++;
+      pthread_mutex_unlock(&q->mu);
+      return;
+    }
+    /* Its next sample adds it again. */
+    pid_remove(q, at);
+  }
   tg_perf_qentry_t *e = sizeof(*e) <= q->cap ? reserve_locked(q, sizeof(*e))
                                              : NULL;
   if (e) {

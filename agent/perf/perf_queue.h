@@ -18,7 +18,12 @@
  * per 8 bytes of stack, and one for the leaf: the area has room for
  * both), so that the reader writes the sample from the same bytes. An
  * entry may also ask the unwinder to forget a process's cache (its
- * mappings changed), in the same order as the samples around it.
+ * mappings changed), in the same order as the samples around it. Only
+ * processes with a sample committed since their last forget can have a
+ * cache: the queue remembers those (up to TG_PERF_QUEUE_PIDS; past that
+ * it stops filtering for the session) and drops the other forgets, which
+ * on a busy host (every process's mmaps) would otherwise each cost the
+ * unwinder a wake-up.
  *
  * Every byte between |head| and |tail| counts against the cap: copies
  * waiting to be unwound, results waiting to be written, and the end of the
@@ -51,6 +56,9 @@
  * few CPUs). Larger settings are cut to 1 GiB. */
 #define TG_PERF_QUEUE_DEFAULT_BYTES (8u << 20)
 #define TG_PERF_QUEUE_MAX_BYTES (1ull << 30)
+/* Processes remembered for the forget filter; the table has twice the
+ * slots. */
+#define TG_PERF_QUEUE_PIDS 1024
 
 typedef enum tg_perf_qkind {
   TG_PERF_Q_SAMPLE = 1,
@@ -99,6 +107,8 @@ typedef struct tg_perf_queue_stats {
   uint64_t committed, full, unwound, released;
   uint64_t forgets_folded; /* forget entries that found no room: all
                               caches were dropped instead */
+  uint64_t forgets_filtered; /* of processes without a cache */
+  bool filter_off;           /* more than TG_PERF_QUEUE_PIDS processes */
   size_t peak_bytes; /* the most bytes in use at once */
 } tg_perf_queue_stats_t;
 
@@ -114,6 +124,10 @@ typedef struct tg_perf_queue {
   bool reserved;     /* the reader holds a reservation at |res_off| */
   size_t res_off, res_size;
   bool drop_all;     /* the unwinder drops every cache at its next take */
+  /* Pids with a sample committed since their last forget: open
+   * addressing, linear probing, 0 is a free slot. */
+  uint32_t pids[2 * TG_PERF_QUEUE_PIDS];
+  size_t n_pids;
   bool closed;
   tg_perf_queue_stats_t st;
 } tg_perf_queue_t;
@@ -134,8 +148,8 @@ tg_perf_qentry_t *tg_perf_queue_reserve(tg_perf_queue_t *q, uint32_t n_ips,
 /* Hands the reserved entry to the unwinder. */
 void tg_perf_queue_commit(tg_perf_queue_t *q);
 /* Asks the unwinder to forget |pid|'s cache after the entries already
- * committed; when there is no room for that, every cache is dropped
- * instead (never lost). */
+ * committed, when it may have one; when there is no room for that, every
+ * cache is dropped instead (never lost). */
 void tg_perf_queue_forget(tg_perf_queue_t *q, uint32_t pid);
 /* Asks the unwinder to drop every cache at its next take. */
 void tg_perf_queue_request_drop(tg_perf_queue_t *q);

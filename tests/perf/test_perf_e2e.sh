@@ -149,8 +149,7 @@ if [ "$PERF_DWARF" = ON ]; then
   # An unwinder queue of 1 KiB holds no 16 KiB stack copy: every sample
   # of the workload is skipped as traced_perf skips it
   # (PROFILER_SKIP_UNWIND_ENQUEUE), counted in the log (TG-8004).
-  sed 's/ring_buffer_read_period_ms: 50/& max_enqueued_footprint_kb: 1/;
-       s/duration_ms: 3000/duration_ms: 1500/' \
+  sed 's/ring_buffer_read_period_ms: 50/& max_enqueued_footprint_kb: 1/' \
     "$WORK/dwarf.pbtxt" >"$WORK/tiny.pbtxt"
   TINY_TRACE=$WORK/tiny.pftrace
   record_with "$WORK/perfwork-nofp" "$WORK/tiny.pbtxt" "$TINY_TRACE" \

@@ -1,8 +1,9 @@
 /* The reader -> unwinder queue (agent/perf/perf_queue.h): bounded by its
  * bytes (a reservation past the cap fails and is counted, nothing waits),
  * the footprint counted entry by entry and back to 0 when empty, entries
- * out in the order they went in across the buffer's wrap, a forget
- * without room turned into dropping every cache, and a stop that drains:
+ * out in the order they went in across the buffer's wrap, forgets only
+ * for processes that may have a cache, a forget without room turned into
+ * dropping every cache, and a stop that drains:
  * every entry committed is unwound and handed back before the unwinder
  * ends. */
 #include <errno.h>
@@ -216,6 +217,56 @@ static void order_is_kept_across_the_wrap(void **state) {
   tg_perf_queue_destroy(&q);
 }
 
+/* Only a process with a sample committed since its last forget can have
+ * a cache: the other forgets never reach the unwinder. */
+static void forgets_of_processes_without_a_cache_are_dropped(void **state) {
+  (void)state;
+  tg_perf_queue_t q;
+  assert_int_equal(tg_perf_queue_init(&q, 1 << 20), 0);
+  tg_perf_queue_forget(&q, 7); /* never sampled */
+  assert_true(put(&q, 7, 8));
+  tg_perf_queue_forget(&q, 7); /* queued */
+  tg_perf_queue_forget(&q, 7); /* nothing since the last one */
+  assert_true(put(&q, 7, 8));
+  tg_perf_queue_forget(&q, 7); /* queued again */
+  tg_perf_queue_stats_t st;
+  tg_perf_queue_stats(&q, &st, NULL);
+  assert_int_equal(st.committed, 4);
+  assert_int_equal(st.forgets_filtered, 2);
+  /* Many processes, removed in another order than added: each is still
+   * found (the table's deletions keep every chain whole). */
+  for (uint32_t pid = 100; pid < 100 + TG_PERF_QUEUE_PIDS - 1; pid++) {
+    tg_perf_qentry_t *e = tg_perf_queue_reserve(&q, 0, 0, 0);
+    assert_non_null(e);
+    e->pid = pid;
+    tg_perf_queue_commit(&q);
+  }
+  for (uint32_t pid = 100 + TG_PERF_QUEUE_PIDS - 2; pid >= 100; pid -= 2)
+    tg_perf_queue_forget(&q, pid);
+  for (uint32_t pid = 101; pid < 100 + TG_PERF_QUEUE_PIDS - 1; pid += 2)
+    tg_perf_queue_forget(&q, pid);
+  tg_perf_queue_stats(&q, &st, NULL);
+  assert_int_equal(st.forgets_filtered, 2);
+  assert_int_equal(q.n_pids, 0);
+  assert_false(st.filter_off);
+  /* Past TG_PERF_QUEUE_PIDS processes the filter is off: every forget
+   * goes to the unwinder. */
+  for (uint32_t pid = 5000; pid < 5000 + TG_PERF_QUEUE_PIDS + 1; pid++) {
+    tg_perf_qentry_t *e = tg_perf_queue_reserve(&q, 0, 0, 0);
+    assert_non_null(e);
+    e->pid = pid;
+    tg_perf_queue_commit(&q);
+  }
+  tg_perf_queue_stats(&q, &st, NULL);
+  assert_true(st.filter_off);
+  uint64_t before = st.committed;
+  tg_perf_queue_forget(&q, 3);
+  tg_perf_queue_stats(&q, &st, NULL);
+  assert_int_equal(st.committed, before + 1);
+  assert_int_equal(st.forgets_filtered, 2);
+  tg_perf_queue_destroy(&q);
+}
+
 static void forgets_keep_their_place_or_drop_everything(void **state) {
   (void)state;
   size_t one = tg_perf_qentry_bytes(2, REGS, 64);
@@ -223,7 +274,7 @@ static void forgets_keep_their_place_or_drop_everything(void **state) {
   assert_int_equal(tg_perf_queue_init(&q, 2 * one + sizeof(tg_perf_qentry_t)),
                    0);
   assert_true(put(&q, 1, 64));
-  tg_perf_queue_forget(&q, 42);
+  tg_perf_queue_forget(&q, 1);
   assert_true(put(&q, 2, 64));
   tg_perf_qentry_t *e;
   bool drop;
@@ -233,11 +284,11 @@ static void forgets_keep_their_place_or_drop_everything(void **state) {
   tg_perf_queue_done(&q);
   assert_int_equal(tg_perf_queue_take(&q, 0, &e, &drop), 1);
   assert_int_equal(e->kind, TG_PERF_Q_FORGET);
-  assert_int_equal(e->pid, 42);
+  assert_int_equal(e->pid, 1);
   assert_false(drop);
   tg_perf_queue_done(&q);
   /* Full now: the next forget cannot queue, every cache goes instead. */
-  tg_perf_queue_forget(&q, 43);
+  tg_perf_queue_forget(&q, 2);
   assert_int_equal(tg_perf_queue_take(&q, 0, &e, &drop), 1);
   assert_true(drop);
   assert_int_equal(e->ts, 2);
@@ -337,6 +388,7 @@ int main(void) {
       cmocka_unit_test(the_footprint_counts_each_entry_and_empties),
       cmocka_unit_test(the_area_holds_the_stack_or_its_frames),
       cmocka_unit_test(order_is_kept_across_the_wrap),
+      cmocka_unit_test(forgets_of_processes_without_a_cache_are_dropped),
       cmocka_unit_test(forgets_keep_their_place_or_drop_everything),
       cmocka_unit_test(the_stop_drains_everything_read),
   };

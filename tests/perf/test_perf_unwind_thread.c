@@ -67,7 +67,9 @@ static void everything_queued_comes_back_in_order(void **state) {
     tg_perf_queue_release(&q);
   }
   assert_int_equal(next, 200);
-  assert_int_equal(forgets, 4);
+  /* The first forget came before any sample of this process: it has no
+   * cache to forget, and the queue keeps that forget from the unwinder. */
+  assert_int_equal(forgets, 3);
   tg_perf_unwind_thread_stats_t st;
   tg_perf_unwind_thread_stop(t, &st);
   assert_int_equal(st.unwind_failed, 0);
