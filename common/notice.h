@@ -602,11 +602,17 @@
     "meaning here and is ignored; the field follows")                         \
   X(PERF_DATA_LOSS, 8004, "tracegate-perf",                                   \
     "linux.perf: at a session's end, records the kernel dropped (ring full) " \
-    "or throttled samples; the counts follow")                                \
+    "or throttled samples, or samples the unwinder's queue had no room for "  \
+    "(max_enqueued_footprint_kb); the counts follow")                         \
   X(PERF_USER_FRAMES_DEFAULT, 8005, "tracegate-perf",                         \
     "linux.perf: callstack_sampling.user_frames is unset: user frames are "   \
     "walked by frame pointer (traced_perf would unwind DWARF, which this "    \
-    "build does not)")
+    "build does not)")                                                        \
+  X(PERF_MEMORY_GUARDRAIL, 8009, "tracegate-perf",                            \
+    "linux.perf: the producer's memory (RssAnon and swap) passed the "        \
+    "config's max_daemon_memory_kb: the unwinder's caches are dropped, and "  \
+    "when still above a second later the session stops sampling, as "         \
+    "traced_perf's guardrail does; the figures follow")
 
 typedef enum tg_notice {
   TG_N_NONE = 0, /* a line without a code */

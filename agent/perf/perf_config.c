@@ -432,12 +432,14 @@ static int parse_perf(const Perfetto__Protos__PerfEventConfig *p,
                               ? TG_PERF_MAX_READ_PERIOD_MS
                               : v;
   }
-  ignore(out, p->has_max_enqueued_footprint_kb, "max_enqueued_footprint_kb");
-  ignore(out, p->has_max_daemon_memory_kb, "max_daemon_memory_kb");
+  if (p->has_max_enqueued_footprint_kb)
+    out->max_enqueued_footprint_kb = p->max_enqueued_footprint_kb;
+  if (p->has_max_daemon_memory_kb)
+    out->max_daemon_memory_kb = p->max_daemon_memory_kb;
+  if (p->has_unwind_state_clear_period_ms)
+    out->unwind_state_clear_period_ms = p->unwind_state_clear_period_ms;
   ignore(out, p->has_remote_descriptor_timeout_ms,
          "remote_descriptor_timeout_ms");
-  ignore(out, p->has_unwind_state_clear_period_ms,
-         "unwind_state_clear_period_ms");
   return 0;
 }
 

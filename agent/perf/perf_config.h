@@ -18,8 +18,10 @@
  * honour refuse the whole config (|refused| names the field): UNWIND_DWARF
  * in a build without libdw, additional_cmdline_count, target_installed_by,
  * a malformed tracepoint name, more than TG_PERF_MAX_FOLLOWERS followers.
- * Tuning fields of traced_perf's unwinder that have no meaning here are
- * listed in |ignored|.
+ * remote_descriptor_timeout_ms (Android's descriptor hand-over) has no
+ * meaning here and is listed in |ignored|. The unwinder queue's tuning
+ * (max_enqueued_footprint_kb, max_daemon_memory_kb,
+ * unwind_state_clear_period_ms) is kept as given; 0 means unset.
  */
 #ifndef TRACEGATE_PERF_PERF_CONFIG_H
 #define TRACEGATE_PERF_PERF_CONFIG_H
@@ -117,6 +119,10 @@ typedef struct tg_perf_cfg {
   size_t n_cpus;
   uint32_t read_period_ms;
   uint32_t ring_pages;
+  /* The unwinder's tuning (UNWIND_DWARF; 0: unset). */
+  uint64_t max_enqueued_footprint_kb;
+  uint32_t max_daemon_memory_kb;
+  uint32_t unwind_state_clear_period_ms;
   /* Why the config is refused (a field name and the reason); NULL: not. */
   const char *refused;
   const char *ignored[TG_PERF_MAX_IGNORED];

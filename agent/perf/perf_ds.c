@@ -1,11 +1,22 @@
-/* "linux.perf": agent callbacks and the reader thread; see perf_ds.h. */
+/* "linux.perf": agent callbacks and the reader thread; see perf_ds.h.
+ *
+ * The reader thread reads every CPU's ring and is the only writer of the
+ * session's packets. With UNWIND_DWARF it copies each sample (registers,
+ * stack, callchain) into the unwinder queue (perf_queue.h) instead of
+ * unwinding it; the unwinder thread (perf_unwind_thread.h) hands the
+ * frames back in the same entry and the reader names and writes them at
+ * its next read, at a flush or at the stop, which wait for the queue to
+ * empty first. Frame-pointer walks stay on the reader: the kernel did
+ * them already. */
 #include "agent/perf/perf_ds.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <linux/perf_event.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -23,7 +34,9 @@
 #include "agent/perf/perf_procs.h"
 #include "agent/perf/perf_record.h"
 #ifdef TG_PERF_HAVE_DWARF
+#include "agent/perf/perf_queue.h"
 #include "agent/perf/perf_unwind.h"
+#include "agent/perf/perf_unwind_thread.h"
 #endif
 #include "agent/sys/ftrace_ksyms.h"
 #include "common/log.h"
@@ -39,6 +52,9 @@
  * kernel.perf_event_max_stack, 127 by default). */
 #define MAX_FRAMES 512
 #define KALLSYMS_PATH "/proc/kallsyms"
+/* max_daemon_memory_kb: how often the producer's memory is read (as
+ * traced_perf's guardrail). */
+#define MEMORY_CHECK_MS 1000
 
 typedef struct cpu_ring {
   int cpu;
@@ -60,9 +76,13 @@ typedef struct session {
   tg_perf_procs_t *procs;
   tg_ksyms_t *ksyms; /* with kernel frames */
 #ifdef TG_PERF_HAVE_DWARF
-  tg_perf_unwinder_t *unwinder; /* UNWIND_DWARF */
-  uint64_t regs[TG_PERF_MAX_USER_REGS];
-  uint64_t pcs[MAX_FRAMES];
+  /* UNWIND_DWARF: the samples on their way to the unwinder thread and
+   * back (|uthread| NULL: no queue). */
+  tg_perf_queue_t queue;
+  tg_perf_unwind_thread_t *uthread;
+  /* Once the thread has stopped: */
+  tg_perf_unwind_thread_stats_t ustats;
+  tg_perf_queue_stats_t qstats;
 #endif
   uint8_t *scratch;  /* one record that wraps the ring's end */
   /* One sample's frames, leaf first as read, then root first. */
@@ -70,11 +90,16 @@ typedef struct session {
   tg_perf_emit_frame_t frames[MAX_FRAMES];
   /* Counts for the end's log line. */
   uint64_t samples, lost, throttles, out_of_scope, no_frames, bad_records;
-  uint64_t unwound, unwind_failed; /* UNWIND_DWARF samples */
   uint64_t polls, poll_failed; /* counter-only polling: group reads */
   uint64_t follower_counts[TG_PERF_MAX_FOLLOWERS]; /* one sample's */
   uint64_t skipped; /* processes whose maps could not be read */
+  uint64_t enqueue_skipped; /* no room in the unwinder queue */
   bool force_clear; /* the tables failed: clear before the next packet */
+  /* max_daemon_memory_kb */
+  uint64_t mem_next_ms;
+  bool mem_over;        /* above at the last check: caches were dropped */
+  bool guardrail_stopped; /* sampling ended by the guardrail */
+  uint64_t mem_drops;
 } session_t;
 
 typedef struct slot {
@@ -213,6 +238,29 @@ static void close_ring(cpu_ring_t *r) {
   r->fd = -1;
 }
 
+#ifdef TG_PERF_HAVE_DWARF
+/* Ends the unwinder thread (after it has done every entry committed) and
+ * frees the queue: entries not yet written are dropped, which only the
+ * callers that have already settled the queue, or that can no longer
+ * write, may do. */
+static void stop_unwinder(session_t *s) {
+  if (!s->uthread) return;
+  tg_perf_unwind_thread_stop(s->uthread, &s->ustats);
+  s->uthread = NULL;
+  tg_perf_queue_stats(&s->queue, &s->qstats, NULL);
+  tg_perf_queue_destroy(&s->queue);
+}
+
+/* The queue's bytes: max_enqueued_footprint_kb, else the default, at
+ * most TG_PERF_QUEUE_MAX_BYTES. */
+static size_t queue_bytes(const tg_perf_cfg_t *c) {
+  uint64_t kb = c->max_enqueued_footprint_kb;
+  if (!kb) return TG_PERF_QUEUE_DEFAULT_BYTES;
+  if (kb > TG_PERF_QUEUE_MAX_BYTES / 1024) return TG_PERF_QUEUE_MAX_BYTES;
+  return (size_t)kb * 1024;
+}
+#endif
+
 static void session_free(session_t *s) {
   if (!s) return;
   for (size_t i = 0; i < s->n_rings; i++) close_ring(&s->rings[i]);
@@ -220,7 +268,7 @@ static void session_free(session_t *s) {
   tg_perf_emitter_free(s->emit);
   tg_perf_procs_free(s->procs);
 #ifdef TG_PERF_HAVE_DWARF
-  tg_perf_unwinder_free(s->unwinder);
+  stop_unwinder(s);
 #endif
   if (s->ksyms) {
     tg_ksyms_free(s->ksyms);
@@ -389,12 +437,24 @@ static int session_start(tg_perf_ds_t *d, const uint8_t *cfgb, size_t len,
                    TG_PERF_SAMPLE_TIME | TG_PERF_SAMPLE_CPU |
                    TG_PERF_SAMPLE_READ;
   if (c->callstacks) s->sample_type |= TG_PERF_SAMPLE_CALLCHAIN;
+  bool dwarf = c->callstacks && c->user_frames == TG_PERF_USER_DWARF;
+  if (!dwarf && c->max_enqueued_footprint_kb)
+    TG_WARN("%s " DS_NAME ": instance %u: PerfEventConfig."
+            "max_enqueued_footprint_kb is ignored: no unwinder queue without "
+            "UNWIND_DWARF", TG_NOTE(PERF_FIELDS_IGNORED), k);
+  if (!dwarf && c->unwind_state_clear_period_ms)
+    TG_WARN("%s " DS_NAME ": instance %u: PerfEventConfig."
+            "unwind_state_clear_period_ms is ignored: no unwinder state "
+            "without UNWIND_DWARF", TG_NOTE(PERF_FIELDS_IGNORED), k);
 #ifdef TG_PERF_HAVE_DWARF
-  if (c->callstacks && c->user_frames == TG_PERF_USER_DWARF) {
+  if (dwarf) {
     s->sample_type |= TG_PERF_SAMPLE_REGS_USER | TG_PERF_SAMPLE_STACK_USER;
     s->n_user_regs = tg_perf_unwind_n_regs();
-    if (!(s->unwinder = tg_perf_unwinder_new())) {
-      rv = -ENOMEM;
+    if ((rv = tg_perf_queue_init(&s->queue, queue_bytes(c))) < 0) goto fail;
+    rv = tg_perf_unwind_thread_start(&s->queue, c->unwind_state_clear_period_ms,
+                                     MAX_FRAMES, &s->uthread);
+    if (rv < 0) {
+      tg_perf_queue_destroy(&s->queue);
       goto fail;
     }
   }
@@ -459,9 +519,19 @@ static int session_start(tg_perf_ds_t *d, const uint8_t *cfgb, size_t len,
   for (size_t i = 0; i < s->n_rings; i++)
     ioctl(s->rings[i].fd, PERF_EVENT_IOC_ENABLE, 0);
   static const char *const user_modes[] = {"none", "frame pointer", "DWARF"};
+  char tuning[160] = "";
+#ifdef TG_PERF_HAVE_DWARF
+  if (s->uthread)
+    snprintf(tuning, sizeof(tuning), "; unwinder queue %zu KiB, caches "
+             "cleared every %u ms (0: never)", s->queue.cap / 1024,
+             c->unwind_state_clear_period_ms);
+#endif
+  if (c->max_daemon_memory_kb)
+    snprintf(tuning + strlen(tuning), sizeof(tuning) - strlen(tuning),
+             "; memory cap %u KiB", c->max_daemon_memory_kb);
   TG_INFO(DS_NAME ": instance %u: %zu CPU(s), %s %u/%#llx%s%s, %zu "
           "follower(s), %s %llu, shard %u of %u, callstacks %s (user "
-          "frames: %s%s)", k, s->n_rings,
+          "frames: %s%s)%s", k, s->n_rings,
           c->timebase.kind == TG_PERF_EVENT_TRACEPOINT ? "tracepoint"
           : c->timebase.kind == TG_PERF_EVENT_RAW      ? "raw event"
                                                        : "counter",
@@ -477,7 +547,7 @@ static int session_start(tg_perf_ds_t *d, const uint8_t *cfgb, size_t len,
           c->chosen_shard, c->shard_count,
           c->callstacks ? "on" : "off",
           c->callstacks ? user_modes[c->user_frames] : "none",
-          c->callstacks && c->kernel_frames ? ", kernel frames" : "");
+          c->callstacks && c->kernel_frames ? ", kernel frames" : "", tuning);
   *out = s;
   return 0;
 fail:
@@ -520,9 +590,10 @@ static tg_pbw_t *begin(tg_perf_ds_t *d, unsigned k, session_t *s,
   return w;
 }
 
+/* Writes a sample read but not written with its frames, as traced_perf
+ * does (PerfSample.sample_skipped_reason); the caller counts it. */
 static void skip_sample(tg_perf_ds_t *d, unsigned k, session_t *s,
                         const tg_perf_record_t *r, uint32_t reason) {
-  s->skipped++;
   tg_pbw_t *w = begin(d, k, s, r->u.sample.time);
   if (!w) return;
   tg_perf_emit_skipped(w, r->u.sample.time, r->u.sample.cpu, r->u.sample.pid,
@@ -530,76 +601,66 @@ static void skip_sample(tg_perf_ds_t *d, unsigned k, session_t *s,
   tg_ds_packet_end(d->ds, k);
 }
 
-static void write_sample(tg_perf_ds_t *d, unsigned k, session_t *s,
-                         const tg_perf_record_t *r) {
+/* Callchain entry |i| of |ips| (host order, maybe unaligned). */
+static uint64_t ip_at(const uint8_t *ips, size_t i) {
+  uint64_t v;
+  memcpy(&v, ips + 8 * i, sizeof(v));
+  return v;
+}
+
+/* Appends to s->frames, from |n| on, the frames of the callchain |ips|
+ * (|nr| entries, context markers included) of |pid|. Returns the new
+ * count, or -1 when it has user frames and the process's maps cannot be
+ * read. */
+static long chain_frames(session_t *s, uint32_t pid, const uint8_t *ips,
+                         uint64_t nr, size_t n) {
   const tg_perf_cfg_t *c = &s->cfg;
-  uint32_t pid = r->u.sample.pid, tid = r->u.sample.tid;
-  if (tg_perf_cfg_has_scope(c) &&
-      (pid == 0 ||
-       !tg_perf_cfg_in_scope(c, (int32_t)pid,
-                             (c->n_target_cmdline || c->n_exclude_cmdline)
-                                 ? tg_perf_procs_argv0(s->procs, pid)
-                                 : NULL))) {
-    s->out_of_scope++;
-    return;
-  }
-  tg_perf_emit_mapping_t *maps = s->maps;
-  tg_perf_emit_frame_t *frames = s->frames;
   static const tg_perf_emit_mapping_t kernel_map = {
       .start = 0, .end = UINT64_MAX, .path = "[kernel.kallsyms]"};
-  size_t n = 0;
-  if (c->callstacks) {
-    bool kernel = false, first_in_ctx = true;
-    for (uint64_t i = 0; i < r->u.sample.nr && n < MAX_FRAMES; i++) {
-      uint64_t ip = tg_perf_callchain_at(r, (size_t)i);
-      if (ip >= TG_PERF_CONTEXT_MAX) {
-        kernel = ip == TG_PERF_CONTEXT_KERNEL;
-        first_in_ctx = true;
-        continue;
-      }
-      if (!kernel && tg_perf_procs_load(s->procs, pid) < 0) {
-        /* As traced_perf when a process's /proc files cannot be read: a
-         * sample skipped at the read stage, counted by trace_processor
-         * (perf_samples_skipped). */
-        skip_sample(d, k, s, r, TG_PERF_SKIP_READ_STAGE);
-        return;
-      }
-      if (kernel) {
-        if (!c->kernel_frames) continue;
-        maps[n] = kernel_map;
-        frames[n] = (tg_perf_emit_frame_t){.mapping = &maps[n], .rel_pc = ip};
-        if (s->ksyms)
-          frames[n].function =
-              tg_ksyms_lookup(s->ksyms, ip, &frames[n].function_len);
-      } else {
-        tg_perf_procs_frame(s->procs, pid, ip, !first_in_ctx, &maps[n],
-                            &frames[n]);
-        frames[n].mapping = &maps[n];
-      }
-      first_in_ctx = false;
-      n++;
+  bool kernel = false, first_in_ctx = true;
+  for (uint64_t i = 0; i < nr && n < MAX_FRAMES; i++) {
+    uint64_t ip = ip_at(ips, (size_t)i);
+    if (ip >= TG_PERF_CONTEXT_MAX) {
+      kernel = ip == TG_PERF_CONTEXT_KERNEL;
+      first_in_ctx = true;
+      continue;
     }
-#ifdef TG_PERF_HAVE_DWARF
-    if (s->unwinder && r->u.sample.n_regs == s->n_user_regs &&
-        tg_perf_procs_load(s->procs, pid) < 0) {
-      skip_sample(d, k, s, r, TG_PERF_SKIP_READ_STAGE);
-      return;
+    if (!kernel && tg_perf_procs_load(s->procs, pid) < 0) return -1;
+    if (kernel) {
+      if (!c->kernel_frames) continue;
+      s->maps[n] = kernel_map;
+      s->frames[n] =
+          (tg_perf_emit_frame_t){.mapping = &s->maps[n], .rel_pc = ip};
+      if (s->ksyms)
+        s->frames[n].function =
+            tg_ksyms_lookup(s->ksyms, ip, &s->frames[n].function_len);
+    } else {
+      tg_perf_procs_frame(s->procs, pid, ip, !first_in_ctx, &s->maps[n],
+                          &s->frames[n]);
+      s->frames[n].mapping = &s->maps[n];
     }
-    if (s->unwinder && r->u.sample.n_regs == s->n_user_regs) {
-      for (uint32_t i = 0; i < s->n_user_regs; i++)
-        s->regs[i] = tg_perf_user_reg_at(r, i);
-      int m = tg_perf_unwind(s->unwinder, pid, tid, s->regs, r->u.sample.stack,
-                             (size_t)r->u.sample.stack_dyn_size, s->pcs,
-                             MAX_FRAMES - n);
-      if (m < 0) s->unwind_failed++;
-      for (int i = 0; i < m; i++, n++) {
-        tg_perf_procs_frame(s->procs, pid, s->pcs[i], i > 0, &maps[n],
-                            &frames[n]);
-        frames[n].mapping = &maps[n];
-      }
-      if (m > 0) s->unwound++;
-    }
-#endif
+    first_in_ctx = false;
+    n++;
+  }
+  return (long)n;
+}
+
+/* The followers' counts a sample read with its leader (PERF_FORMAT_GROUP),
+ * in config order, into |out|; returns how many. */
+static size_t follower_counts(const session_t *s, const tg_perf_record_t *r,
+                              uint64_t *out) {
+  size_t nf = 0;
+  for (; nf < s->cfg.n_followers && nf + 1 < r->u.sample.read_nr; nf++)
+    out[nf] = tg_perf_read_value_at(r, nf + 1);
+  return nf;
+}
+
+/* Writes a sample whose |n| frames are in s->frames, leaf first (none:
+ * counter only). */
+static void write_frames(tg_perf_ds_t *d, unsigned k, session_t *s,
+                         tg_perf_emit_sample_t *smp, size_t n) {
+  tg_perf_emit_frame_t *frames = s->frames;
+  if (s->cfg.callstacks) {
     if (!n) {
       /* Idle and kernel threads without kernel frames asked for. */
       s->no_frames++;
@@ -613,24 +674,11 @@ static void write_sample(tg_perf_ds_t *d, unsigned k, session_t *s,
       frames[n - 1 - i] = f;
     }
   }
-  size_t nf = 0;
-  for (; nf < c->n_followers && nf + 1 < r->u.sample.read_nr; nf++)
-    s->follower_counts[nf] = tg_perf_read_value_at(r, nf + 1);
-  tg_perf_emit_sample_t smp = {
-      .follower_counts = s->follower_counts,
-      .n_follower_counts = nf,
-      .ts = r->u.sample.time,
-      .cpu = r->u.sample.cpu,
-      .pid = pid,
-      .tid = tid,
-      .cpu_mode = r->misc & TG_PERF_MISC_CPUMODE_MASK,
-      .timebase_count = r->u.sample.read_value,
-      .frames = frames,
-      .n_frames = n,
-  };
-  tg_pbw_t *w = begin(d, k, s, smp.ts);
+  smp->frames = frames;
+  smp->n_frames = n;
+  tg_pbw_t *w = begin(d, k, s, smp->ts);
   if (!w) return;
-  int rv = tg_perf_emit_sample(s->emit, w, &smp);
+  int rv = tg_perf_emit_sample(s->emit, w, smp);
   tg_ds_packet_end(d->ds, k);
   if (rv < 0) {
     /* No memory for the tables: this sample is lost and the sequence
@@ -641,11 +689,144 @@ static void write_sample(tg_perf_ds_t *d, unsigned k, session_t *s,
   s->samples++;
 }
 
+#ifdef TG_PERF_HAVE_DWARF
+_Static_assert(TG_PERF_QENTRY_FOLLOWERS == TG_PERF_MAX_FOLLOWERS,
+               "a queue entry carries every follower's count");
+
+/* Copies an UNWIND_DWARF sample into the unwinder queue; without room it
+ * is written as skipped (PROFILER_SKIP_UNWIND_ENQUEUE), as traced_perf
+ * does when its queue is past max_enqueued_footprint_kb. */
+static void enqueue_sample(tg_perf_ds_t *d, unsigned k, session_t *s,
+                           const tg_perf_record_t *r) {
+  uint64_t nr = r->u.sample.nr < MAX_FRAMES ? r->u.sample.nr : MAX_FRAMES;
+  /* The parser bounds the stack copy by the record's size (< 64 KiB). */
+  uint32_t stack_len = (uint32_t)r->u.sample.stack_dyn_size;
+  tg_perf_qentry_t *e =
+      tg_perf_queue_reserve(&s->queue, (uint32_t)nr, s->n_user_regs, stack_len);
+  if (!e) {
+    s->enqueue_skipped++;
+    skip_sample(d, k, s, r, TG_PERF_SKIP_UNWIND_ENQUEUE);
+    return;
+  }
+  e->ts = r->u.sample.time;
+  e->timebase_count = r->u.sample.read_value;
+  e->cpu = r->u.sample.cpu;
+  e->pid = r->u.sample.pid;
+  e->tid = r->u.sample.tid;
+  e->misc = r->misc;
+  e->n_followers = (uint32_t)follower_counts(s, r, e->followers);
+  if (nr) memcpy(tg_perf_qentry_ips(e), r->u.sample.ips, (size_t)nr * 8);
+  uint64_t *regs = tg_perf_qentry_regs(e);
+  for (uint32_t i = 0; i < s->n_user_regs; i++)
+    regs[i] = tg_perf_user_reg_at(r, i);
+  if (stack_len) memcpy(tg_perf_qentry_stack(e), r->u.sample.stack, stack_len);
+  tg_perf_queue_commit(&s->queue);
+}
+
+/* Writes the samples the unwinder is done with, in the order read.
+ * Returns how many entries left the queue. */
+static size_t retire(tg_perf_ds_t *d, unsigned k, session_t *s) {
+  size_t done = 0;
+  if (!s->uthread) return 0;
+  tg_perf_qentry_t *e;
+  while ((e = tg_perf_queue_next_done(&s->queue))) {
+    done++;
+    if (e->kind == TG_PERF_Q_SAMPLE) {
+      long n = chain_frames(s, e->pid, (const uint8_t *)tg_perf_qentry_ips(e),
+                            e->n_ips, 0);
+      if (n < 0) n = 0; /* a DWARF sample's callchain is the kernel's */
+      const uint64_t *pcs = tg_perf_qentry_pcs(e);
+      for (int32_t i = 0; i < e->n_pcs && n < MAX_FRAMES; i++, n++) {
+        tg_perf_procs_frame(s->procs, e->pid, pcs[i], i > 0, &s->maps[n],
+                            &s->frames[n]);
+        s->frames[n].mapping = &s->maps[n];
+      }
+      tg_perf_emit_sample_t smp = {
+          .ts = e->ts,
+          .cpu = e->cpu,
+          .pid = e->pid,
+          .tid = e->tid,
+          .cpu_mode = e->misc & TG_PERF_MISC_CPUMODE_MASK,
+          .timebase_count = e->timebase_count,
+          .follower_counts = e->followers,
+          .n_follower_counts = e->n_followers,
+      };
+      write_frames(d, k, s, &smp, (size_t)n);
+    }
+    tg_perf_queue_release(&s->queue);
+  }
+  return done;
+}
+
+/* Waits for the unwinder to finish what was queued, then writes it:
+ * before a flush's commit and at the stop, so that every sample read is
+ * in the trace. */
+static void settle(tg_perf_ds_t *d, unsigned k, session_t *s) {
+  if (!s->uthread) return;
+  tg_perf_queue_wait_idle(&s->queue);
+  retire(d, k, s);
+}
+#endif
+
+static void write_sample(tg_perf_ds_t *d, unsigned k, session_t *s,
+                         const tg_perf_record_t *r) {
+  const tg_perf_cfg_t *c = &s->cfg;
+  uint32_t pid = r->u.sample.pid;
+  if (tg_perf_cfg_has_scope(c) &&
+      (pid == 0 ||
+       !tg_perf_cfg_in_scope(c, (int32_t)pid,
+                             (c->n_target_cmdline || c->n_exclude_cmdline)
+                                 ? tg_perf_procs_argv0(s->procs, pid)
+                                 : NULL))) {
+    s->out_of_scope++;
+    return;
+  }
+#ifdef TG_PERF_HAVE_DWARF
+  if (s->uthread && r->u.sample.n_regs == s->n_user_regs) {
+    /* The process's maps are read now, while it still runs: its frames
+     * are named from them when the unwinder hands the sample back. As
+     * traced_perf when a process's /proc files cannot be read: a sample
+     * skipped at the read stage, counted by trace_processor
+     * (perf_samples_skipped). */
+    if (tg_perf_procs_load(s->procs, pid) < 0) {
+      s->skipped++;
+      skip_sample(d, k, s, r, TG_PERF_SKIP_READ_STAGE);
+      return;
+    }
+    enqueue_sample(d, k, s, r);
+    return;
+  }
+#endif
+  size_t n = 0;
+  if (c->callstacks) {
+    long m = chain_frames(s, pid, r->u.sample.ips, r->u.sample.nr, 0);
+    if (m < 0) {
+      s->skipped++;
+      skip_sample(d, k, s, r, TG_PERF_SKIP_READ_STAGE);
+      return;
+    }
+    n = (size_t)m;
+  }
+  size_t nf = follower_counts(s, r, s->follower_counts);
+  tg_perf_emit_sample_t smp = {
+      .ts = r->u.sample.time,
+      .cpu = r->u.sample.cpu,
+      .pid = pid,
+      .tid = r->u.sample.tid,
+      .cpu_mode = r->misc & TG_PERF_MISC_CPUMODE_MASK,
+      .timebase_count = r->u.sample.read_value,
+      .follower_counts = s->follower_counts,
+      .n_follower_counts = nf,
+  };
+  write_frames(d, k, s, &smp, n);
+}
+
 /* |pid|'s mappings changed (a new executable mapping, an exec). */
 static void forget(session_t *s, uint32_t pid) {
   tg_perf_procs_invalidate(s->procs, pid);
 #ifdef TG_PERF_HAVE_DWARF
-  if (s->unwinder) tg_perf_unwinder_forget(s->unwinder, pid);
+  /* In order with the samples queued before it. */
+  if (s->uthread) tg_perf_queue_forget(&s->queue, pid);
 #endif
 }
 
@@ -689,6 +870,7 @@ static void handle(tg_perf_ds_t *d, unsigned k, session_t *s, int cpu,
 /* Reads what every CPU's ring holds now. Returns the records read. */
 static size_t drain(tg_perf_ds_t *d, unsigned k, session_t *s) {
   size_t n = 0;
+  if (s->guardrail_stopped) return 0;
   tg_perf_procs_new_round(s->procs);
   for (size_t i = 0; i < s->n_rings; i++) {
     cpu_ring_t *r = &s->rings[i];
@@ -758,8 +940,30 @@ static void end_slot(tg_perf_ds_t *d, unsigned k) {
       ioctl(s->rings[i].fd, PERF_EVENT_IOC_DISABLE, 0);
     if (sl->announced) {
       read_cpus(d, k, s);
+#ifdef TG_PERF_HAVE_DWARF
+      settle(d, k, s);
+#endif
       tg_ds_flush_thread(d->ds, k);
     }
+    uint64_t unwound = 0, unwind_failed = 0;
+#ifdef TG_PERF_HAVE_DWARF
+    /* Settled above when announced; else nothing was ever read. */
+    stop_unwinder(s);
+    const tg_perf_queue_stats_t *qs = &s->qstats;
+    unwound = s->ustats.unwound;
+    unwind_failed = s->ustats.unwind_failed;
+    if (qs->committed || qs->full)
+      TG_INFO(DS_NAME ": instance %u: unwinder queue: %" PRIu64 " entries "
+              "(samples and forgotten processes), "
+              "peak %zu KiB of %zu KiB; caches cleared %" PRIu64 " times on "
+              "the period, %" PRIu64 " on request (%" PRIu64 " forgets "
+              "without room); %" PRIu64 " forgets of processes without a "
+              "cache not sent%s", k, qs->committed, qs->peak_bytes / 1024,
+              queue_bytes(&s->cfg) / 1024, s->ustats.periodic_clears,
+              s->ustats.requested_drops, qs->forgets_folded,
+              qs->forgets_filtered,
+              qs->filter_off ? " (filter off: too many processes)" : "");
+#endif
     const tg_perf_procs_stats_t *ps = tg_perf_procs_stats(s->procs);
     TG_INFO(DS_NAME ": instance %u: %llu samples written, %llu skipped (maps "
             "unreadable), %llu out of scope, %llu without frames, %llu unreadable records, %llu unwound by "
@@ -771,8 +975,8 @@ static void end_slot(tg_perf_ds_t *d, unsigned k) {
             (unsigned long long)s->out_of_scope,
             (unsigned long long)s->no_frames,
             (unsigned long long)s->bad_records,
-            (unsigned long long)s->unwound,
-            (unsigned long long)s->unwind_failed,
+            (unsigned long long)unwound,
+            (unsigned long long)unwind_failed,
             (unsigned long long)ps->named_pcs,
             (unsigned long long)ps->resolved_pcs,
             (unsigned long long)ps->unknown_pcs,
@@ -784,15 +988,85 @@ static void end_slot(tg_perf_ds_t *d, unsigned k) {
       TG_INFO(DS_NAME ": instance %u: %llu counter readings written, %llu "
               "unreadable", k, (unsigned long long)s->polls,
               (unsigned long long)s->poll_failed);
-    if (s->lost || s->throttles)
+    if (s->lost || s->throttles || s->enqueue_skipped)
       TG_WARN("%s " DS_NAME ": instance %u: %llu records lost in full rings, "
-              "%llu throttles by the kernel (kernel.perf_event_max_sample_rate)",
+              "%llu throttles by the kernel (kernel.perf_event_max_sample_rate), "
+              "%llu samples skipped with no room in the unwinder queue "
+              "(max_enqueued_footprint_kb)",
               TG_NOTE(PERF_DATA_LOSS), k, (unsigned long long)s->lost,
-              (unsigned long long)s->throttles);
+              (unsigned long long)s->throttles,
+              (unsigned long long)s->enqueue_skipped);
     session_free(s);
     sl->sess = NULL;
   }
   sl->active = false;
+}
+
+/* The producer's memory as traced_perf's guardrail counts it: resident
+ * anonymous pages and swap (mapped files are the page cache's), in KiB;
+ * -1 when /proc/self/status cannot be read. */
+static long anon_and_swap_kb(void) {
+  FILE *f = fopen("/proc/self/status", "re");
+  if (!f) return -1;
+  char line[256];
+  long anon = -1, swap = 0, v;
+  while (fgets(line, sizeof(line), f)) {
+    if (sscanf(line, "RssAnon: %ld kB", &v) == 1) anon = v;
+    else if (sscanf(line, "VmSwap: %ld kB", &v) == 1) swap = v;
+  }
+  fclose(f);
+  return anon < 0 ? -1 : anon + swap;
+}
+
+/* Past max_daemon_memory_kb the unwinder's caches go first; still past
+ * it a check later, the session stops sampling as traced_perf's does
+ * (the guardrail's packet says so in the trace): what was read until
+ * then is written, the events are disabled and the unwinder's memory is
+ * freed. The session stays until the service stops it. */
+static void check_memory(tg_perf_ds_t *d, unsigned k, session_t *s,
+                         uint64_t now) {
+  const tg_perf_cfg_t *c = &s->cfg;
+  if (!c->max_daemon_memory_kb || s->guardrail_stopped || now < s->mem_next_ms)
+    return;
+  s->mem_next_ms = now + MEMORY_CHECK_MS;
+  long kb = anon_and_swap_kb();
+  if (kb < 0 || (uint64_t)kb <= c->max_daemon_memory_kb) {
+    s->mem_over = false;
+    return;
+  }
+  if (!s->mem_over) {
+    s->mem_over = true;
+    s->mem_drops++;
+#ifdef TG_PERF_HAVE_DWARF
+    if (s->uthread) tg_perf_queue_request_drop(&s->queue);
+#endif
+    TG_WARN("%s " DS_NAME ": instance %u: %ld KiB of memory (RssAnon and "
+            "swap) above max_daemon_memory_kb %u: the unwinder's caches are "
+            "dropped", TG_NOTE(PERF_MEMORY_GUARDRAIL), k, kb,
+            c->max_daemon_memory_kb);
+    return;
+  }
+  for (size_t i = 0; i < s->n_rings; i++)
+    ioctl(s->rings[i].fd, PERF_EVENT_IOC_DISABLE, 0);
+  drain(d, k, s);
+#ifdef TG_PERF_HAVE_DWARF
+  settle(d, k, s);
+  stop_unwinder(s);
+#endif
+  s->guardrail_stopped = true;
+  struct timespec ts;
+  clock_gettime(c->clockid, &ts);
+  uint64_t t = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  tg_pbw_t *w = begin(d, k, s, t);
+  if (w) {
+    tg_perf_emit_guardrail_stop(w, t);
+    tg_ds_packet_end(d->ds, k);
+  }
+  tg_ds_flush_thread(d->ds, k);
+  TG_ERROR("%s " DS_NAME ": instance %u: %ld KiB of memory (RssAnon and "
+           "swap) still above max_daemon_memory_kb %u after the caches were "
+           "dropped: sampling stops for this session",
+           TG_NOTE(PERF_MEMORY_GUARDRAIL), k, kb, c->max_daemon_memory_kb);
 }
 
 static void run_slot(tg_perf_ds_t *d, unsigned k, uint64_t now) {
@@ -810,7 +1084,12 @@ static void run_slot(tg_perf_ds_t *d, unsigned k, uint64_t now) {
     sl->next_ms = UINT64_MAX;
     return;
   }
-  if (read_cpus(d, k, sl->sess)) sl->unflushed = true;
+  session_t *s = sl->sess;
+#ifdef TG_PERF_HAVE_DWARF
+  if (retire(d, k, s)) sl->unflushed = true;
+#endif
+  if (read_cpus(d, k, s)) sl->unflushed = true;
+  check_memory(d, k, s, now);
   if (sl->unflushed && now - sl->flushed_ms >= COMMIT_EVERY_MS) {
     tg_ds_flush_thread(d->ds, k);
     sl->unflushed = false;
@@ -860,6 +1139,9 @@ static void serve_flushes(tg_perf_ds_t *d) {
     if (sl->active && sl->sess) {
       uint64_t now = now_ms();
       run_slot(d, k, now);
+#ifdef TG_PERF_HAVE_DWARF
+      if (sl->announced) settle(d, k, sl->sess);
+#endif
       if (sl->announced) {
         tg_ds_flush_thread(d->ds, k);
         sl->unflushed = false;

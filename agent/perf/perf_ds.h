@@ -4,11 +4,15 @@
  * (perf_event_open(2), the config's timebase) with its ring mapped, read
  * every ring_buffer_read_period_ms; each sample's callchain is turned
  * into Perfetto's frames on the host (perf_procs.h) and written as
- * perf_emit.h lays it out, on the session's one sequence. The agent's
+ * perf_emit.h lays it out, on the session's one sequence. With
+ * UNWIND_DWARF a session also has an unwinder thread, fed through a
+ * bounded queue (perf_unwind_thread.h); the reader thread still writes
+ * every packet. The agent's
  * callbacks only hand configs and stop/flush requests to the thread
  * (under a mutex, then an eventfd) and wait, bounded, for stop and flush
- * to be done: a stop's last samples must be written before the agent
- * releases the instance's writer.
+ * to be done: a stop's last samples, those still in the unwinder queue
+ * included, must be written before the agent releases the instance's
+ * writer.
  */
 #ifndef TRACEGATE_PERF_PERF_DS_H
 #define TRACEGATE_PERF_PERF_DS_H

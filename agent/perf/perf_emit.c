@@ -48,6 +48,8 @@
 #define PS_FOLLOWER_COUNTS 7
 #define PS_KERNEL_RECORDS_LOST 17
 #define PS_SKIPPED_REASON 18
+#define PS_PRODUCER_EVENT 19
+#define PE_SOURCE_STOP_REASON 1
 
 #define EMPTY_CALLSTACK_IID 1
 #define MAX_FRAMES 1024
@@ -418,5 +420,16 @@ void tg_perf_emit_skipped(tg_pbw_t *w, uint64_t ts, uint32_t cpu,
   tg_pbw_append_varint(w, PS_PID, pid);
   tg_pbw_append_varint(w, PS_TID, tid);
   tg_pbw_append_varint(w, PS_SKIPPED_REASON, reason);
+  tg_pbw_end_nested(w);
+}
+
+void tg_perf_emit_guardrail_stop(tg_pbw_t *w, uint64_t ts) {
+  tg_pbw_append_varint(w, TG_PERF_PKT_TIMESTAMP, ts);
+  tg_pbw_append_varint(w, TG_PERF_PKT_SEQUENCE_FLAGS,
+                       TG_PERF_SEQ_NEEDS_INCREMENTAL_STATE);
+  tg_pbw_begin_nested(w, TG_PERF_PKT_PERF_SAMPLE);
+  tg_pbw_begin_nested(w, PS_PRODUCER_EVENT);
+  tg_pbw_append_varint(w, PE_SOURCE_STOP_REASON, TG_PERF_STOP_GUARDRAIL);
+  tg_pbw_end_nested(w);
   tg_pbw_end_nested(w);
 }

@@ -17,7 +17,11 @@
  *   - ring loss: perf_sample { cpu, kernel_records_lost } (no pid), which
  *     trace_processor counts as perf_cpu_lost_records of that CPU;
  *   - a sample read but not written: perf_sample { cpu, pid, tid,
- *     sample_skipped_reason } (trace_processor: perf_samples_skipped).
+ *     sample_skipped_reason } (trace_processor: perf_samples_skipped, or
+ *     perf_samples_skipped_dataloss for PROFILER_SKIP_UNWIND_ENQUEUE);
+ *   - the session stopped by its memory guardrail: perf_sample {
+ *     producer_event { source_stop_reason: PROFILER_STOP_GUARDRAIL } }
+ *     (trace_processor: perf_guardrail_stop_ts).
  *
  * Callstacks list their frames root first (trace_processor gives the
  * first frame depth 0). Mapping paths are interned per component, as
@@ -52,6 +56,8 @@
 #define TG_PERF_SKIP_UNWIND_STAGE 2
 #define TG_PERF_SKIP_UNWIND_ENQUEUE 3
 #define TG_PERF_SKIP_NOT_IN_SCOPE 4
+/* PerfSample.ProducerEvent.source_stop_reason */
+#define TG_PERF_STOP_GUARDRAIL 1
 
 /* What the defaults packet says of the timebase (PerfEvents.Timebase). */
 typedef struct tg_perf_timebase_desc {
@@ -123,5 +129,6 @@ void tg_perf_emit_counts(tg_pbw_t *w, uint64_t ts, uint32_t cpu,
 void tg_perf_emit_lost(tg_pbw_t *w, uint64_t ts, uint32_t cpu, uint64_t lost);
 void tg_perf_emit_skipped(tg_pbw_t *w, uint64_t ts, uint32_t cpu,
                           uint32_t pid, uint32_t tid, uint32_t reason);
+void tg_perf_emit_guardrail_stop(tg_pbw_t *w, uint64_t ts);
 
 #endif /* TRACEGATE_PERF_PERF_EMIT_H */

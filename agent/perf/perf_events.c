@@ -125,7 +125,12 @@ void tg_perf_attr_follower(const tg_perf_cfg_t *c, size_t i,
   if (i >= c->n_followers) return;
   set_event(&c->followers[i], a);
   a->disabled = 0; /* counts while the leader is enabled */
-  a->sample_type = leader->sample_type;
+  /* A follower is read with its leader's samples and never samples
+   * itself: the user registers and stack a DWARF leader copies are not
+   * asked of it (the kernel refuses PERF_SAMPLE_REGS_USER with no
+   * register mask). */
+  a->sample_type = leader->sample_type &
+                   ~(uint64_t)(PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER);
   a->use_clockid = leader->use_clockid;
   a->clockid = leader->clockid;
 }

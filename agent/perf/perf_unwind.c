@@ -57,7 +57,7 @@ uint32_t tg_perf_unwind_n_regs(void) { return N_REGS; }
 
 /* The process whose Dwfl is being reported or walked: libdwfl opens a
  * module's file lazily, during the walk, and its callback is not told
- * whose. One reader thread per unwinder. */
+ * whose. One thread per unwinder. */
 static _Thread_local uint32_t current_pid;
 
 /* A module's file as its process sees it (/proc/PID/root: a container's
@@ -154,14 +154,14 @@ tg_perf_unwinder_t *tg_perf_unwinder_new(void) {
   return calloc(1, sizeof(tg_perf_unwinder_t));
 }
 
-static void drop_all(tg_perf_unwinder_t *u) {
+void tg_perf_unwinder_clear(tg_perf_unwinder_t *u) {
   for (size_t i = 0; i < u->n; i++) dwfl_end(u->procs[i].dwfl);
   u->n = 0;
 }
 
 void tg_perf_unwinder_free(tg_perf_unwinder_t *u) {
   if (!u) return;
-  drop_all(u);
+  tg_perf_unwinder_clear(u);
   free(u);
 }
 

@@ -15,7 +15,8 @@
  * Memory reads outside the copied stack fail: a frame whose return
  * address lies above the copy ends the walk there.
  *
- * x86-64 only (tg_perf_unwind_supported() says so); one thread.
+ * x86-64 only (tg_perf_unwind_supported() says so); one thread (the
+ * session's unwinder thread, perf_unwind_thread.h).
  */
 #ifndef TRACEGATE_PERF_PERF_UNWIND_H
 #define TRACEGATE_PERF_PERF_UNWIND_H
@@ -39,6 +40,8 @@ uint32_t tg_perf_unwind_n_regs(void);
 
 tg_perf_unwinder_t *tg_perf_unwinder_new(void);
 void tg_perf_unwinder_free(tg_perf_unwinder_t *u);
+/* Drops every process's Dwfl (they are rebuilt as samples come). */
+void tg_perf_unwinder_clear(tg_perf_unwinder_t *u);
 /* |pid|'s mappings changed: its Dwfl is rebuilt at its next sample. */
 void tg_perf_unwinder_forget(tg_perf_unwinder_t *u, uint32_t pid);
 

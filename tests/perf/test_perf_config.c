@@ -1,9 +1,10 @@
 /* PerfEventConfig (agent/perf/perf_config.h): traced_perf's defaults, the
  * timebase and callstack fields honoured, every field refused with its
- * name (UNWIND_DWARF first), the ignored ones listed, and the scope; and
- * golden configs to the perf_event_attr of the leader and its followers
- * (agent/perf/perf_events.h): tracepoint, raw, followers, polling,
- * sharding, and a tracepoint's id read from a tracefs tree. */
+ * name (UNWIND_DWARF first), the unwinder's tuning kept, the ignored ones
+ * listed, and the scope; and golden configs to the perf_event_attr of the
+ * leader and its followers (agent/perf/perf_events.h): tracepoint, raw,
+ * followers, polling, sharding, and a tracepoint's id read from a tracefs
+ * tree. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -495,19 +496,27 @@ static void dwarf_when_built_with_it(void **state) {
   tg_perf_cfg_free(&out);
 }
 
-static void ignored_fields_are_listed(void **state) {
+static void unwinder_tuning_is_kept_and_descriptor_timeout_ignored(
+    void **state) {
   (void)state;
   cfgs_t c;
   cfgs_init(&c);
+  c.pc.has_max_enqueued_footprint_kb = true;
+  c.pc.max_enqueued_footprint_kb = 64;
   c.pc.has_max_daemon_memory_kb = true;
   c.pc.max_daemon_memory_kb = 1;
   c.pc.has_unwind_state_clear_period_ms = true;
+  c.pc.unwind_state_clear_period_ms = 250;
+  c.pc.has_remote_descriptor_timeout_ms = true;
+  c.pc.remote_descriptor_timeout_ms = 100;
   tg_perf_cfg_t out;
   assert_int_equal(parse(&c, &out), 0);
   assert_null(out.refused);
-  assert_int_equal(out.n_ignored, 2);
-  assert_string_equal(out.ignored[0], "max_daemon_memory_kb");
-  assert_string_equal(out.ignored[1], "unwind_state_clear_period_ms");
+  assert_int_equal(out.max_enqueued_footprint_kb, 64);
+  assert_int_equal(out.max_daemon_memory_kb, 1);
+  assert_int_equal(out.unwind_state_clear_period_ms, 250);
+  assert_int_equal(out.n_ignored, 1);
+  assert_string_equal(out.ignored[0], "remote_descriptor_timeout_ms");
   tg_perf_cfg_free(&out);
 }
 
@@ -552,7 +561,7 @@ int main(void) {
       cmocka_unit_test(timebase_and_callstacks),
       cmocka_unit_test(refused_fields_are_named),
       cmocka_unit_test(dwarf_when_built_with_it),
-      cmocka_unit_test(ignored_fields_are_listed),
+      cmocka_unit_test(unwinder_tuning_is_kept_and_descriptor_timeout_ignored),
       cmocka_unit_test(scope_by_pid_and_cmdline),
       cmocka_unit_test(tracepoint_timebase_to_attrs),
       cmocka_unit_test(raw_timebase_and_followers_to_attrs),

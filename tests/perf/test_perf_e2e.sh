@@ -19,7 +19,11 @@
 # With PERF_DWARF=ON (a build with libdw), the workload is also built
 # without frame pointers and unwound with UNWIND_DWARF: the same chain, and
 # at least 90% of its samples unwound to main or the thread's function;
-# without, UNWIND_DWARF must be refused (TG-8001).
+# with an unwinder queue of 1 KiB (max_enqueued_footprint_kb) every sample
+# is skipped and trace_processor counts them (perf_samples_skipped_dataloss);
+# with max_daemon_memory_kb of 1 the guardrail stops the session
+# (TG-8009, perf_guardrail_stop_ts). Without libdw, UNWIND_DWARF must be
+# refused (TG-8001).
 #
 # Environment (set by tests/perf/CMakeLists.txt): BUILD_DIR WORK CC PERF_DWARF
 set -eu
@@ -142,6 +146,26 @@ if [ "$PERF_DWARF" = ON ]; then
   record_with "$WORK/perfwork-nofp" "$WORK/dwarf.pbtxt" "$DWARF_TRACE" \
     "$WORK/dwarf-record.log"
   NOFP_PID=$WORKLOAD_PID
+  # An unwinder queue of 1 KiB holds no 16 KiB stack copy: every sample
+  # of the workload is skipped as traced_perf skips it
+  # (PROFILER_SKIP_UNWIND_ENQUEUE), counted in the log (TG-8004).
+  sed 's/ring_buffer_read_period_ms: 50/& max_enqueued_footprint_kb: 1/' \
+    "$WORK/dwarf.pbtxt" >"$WORK/tiny.pbtxt"
+  TINY_TRACE=$WORK/tiny.pftrace
+  record_with "$WORK/perfwork-nofp" "$WORK/tiny.pbtxt" "$TINY_TRACE" \
+    "$WORK/tiny-record.log"
+  TINY_PID=$WORKLOAD_PID
+  grep -q 'TG-8004.* [1-9][0-9]* samples skipped with no room' "$WORK/perf.log" ||
+    die "a 1 KiB unwinder queue skipped nothing, or did not say so: $(cat "$WORK/perf.log")"
+  # Past max_daemon_memory_kb the caches go, then the session stops
+  # sampling a check later (TG-8009), as traced_perf's guardrail.
+  sed 's/ring_buffer_read_period_ms: 50/& max_daemon_memory_kb: 1/' \
+    "$WORK/dwarf.pbtxt" >"$WORK/guard.pbtxt"
+  GUARD_TRACE=$WORK/guard.pftrace
+  record_with "$WORK/perfwork-nofp" "$WORK/guard.pbtxt" "$GUARD_TRACE" \
+    "$WORK/guard-record.log"
+  grep -q 'TG-8009.*sampling stops' "$WORK/perf.log" ||
+    die "max_daemon_memory_kb of 1 did not stop the session: $(cat "$WORK/perf.log")"
 fi
 
 stop_clean "$PERF_PID" tracegate-perf "$WORK/perf.log"
@@ -231,6 +255,25 @@ if [ "$PERF_DWARF" = ON ]; then
            (severity in ('error', 'data_loss') or name like 'stackprofile%')")
   [ -z "$bad" ] || die "DWARF: trace_processor stats: $bad"
   say "DWARF: $deep of $all samples unwound to main or worker"
+  # The tiny queue: trace_processor imports the skipped samples without an
+  # error and counts them as the producer's own data loss; none of the
+  # workload's samples has a callstack.
+  TRACE=$TINY_TRACE
+  lost=$(q "select value from stats where name = 'perf_samples_skipped_dataloss'")
+  [ "${lost:-0}" -gt 0 ] || die "tiny queue: no perf_samples_skipped_dataloss"
+  unwound=$(q "select count(*) from perf_sample join thread using(utid)
+               join process using(upid) where pid = $TINY_PID
+               and callsite_id is not null")
+  [ "${unwound:-0}" -eq 0 ] || die "tiny queue: $unwound samples unwound through a 1 KiB queue"
+  bad=$(q "select name || '=' || value from stats where value > 0 and
+           (severity = 'error' or name like 'stackprofile%' or name like 'tokenizer%'
+            or (severity = 'data_loss' and name != 'perf_samples_skipped_dataloss'))")
+  [ -z "$bad" ] || die "tiny queue: trace_processor stats: $bad"
+  say "tiny queue: $lost samples skipped (perf_samples_skipped_dataloss)"
+  # The guardrail's stop: trace_processor records when (per session).
+  TRACE=$GUARD_TRACE
+  stop_ts=$(q "select count(*) from stats where name = 'perf_guardrail_stop_ts' and value > 0")
+  [ "${stop_ts:-0}" -gt 0 ] || die "guardrail: no perf_guardrail_stop_ts in the trace"
 fi
 TRACE=$LOSS_TRACE
 lost=$(q "select sum(value) from stats where name = 'perf_cpu_lost_records'")

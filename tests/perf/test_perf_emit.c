@@ -2,10 +2,10 @@
  * the defaults packet, a sample with its interned data (build id, path
  * components, mapping, function names, frames, callstack root first), the
  * same sample again with nothing interned, everything again after a reset,
- * the empty callstack's fixed iid, ring loss and a skipped sample; a
- * tracepoint timebase with followers and a process shard in the defaults,
- * follower counts in a sample, a polled reading. Nested
- * sizes are the writer's 4-byte redundant varints (SZ). */
+ * the empty callstack's fixed iid, ring loss, a skipped sample and the
+ * guardrail's stop; a tracepoint timebase with followers and a process
+ * shard in the defaults, follower counts in a sample, a polled reading.
+ * Nested sizes are the writer's 4-byte redundant varints (SZ). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -171,6 +171,12 @@ static void loss_and_skips(void **state) {
                                     SZ(9), 0x08, 0x00, 0x10, 0x07, 0x18,
                                     0x08, 0x90, 0x01, 0x04};
   expect(&o, skipped, sizeof(skipped));
+  out_init(&o);
+  tg_perf_emit_guardrail_stop(&o.w, 3);
+  /* perf_sample { producer_event (19) { source_stop_reason: GUARDRAIL } } */
+  static const uint8_t guardrail[] = {0x40, 0x03, 0x68, 0x02, 0x92, 0x04,
+                                      SZ(8), 0x9a, 0x01, SZ(2), 0x08, 0x01};
+  expect(&o, guardrail, sizeof(guardrail));
 }
 
 static void followers_tracepoints_and_shards(void **state) {

@@ -33,6 +33,7 @@
 # skipped (said) where tracefs has no sched:sched_switch.
 #
 # Environment (set by tests/perf/CMakeLists.txt): BUILD_DIR WORK CC
+# PERF_DWARF (ON in builds with libdw: the followers part runs twice)
 set -eu
 
 PERF_TEST=test_perf_events
@@ -172,17 +173,20 @@ else
 fi
 
 # --- followers ------------------------------------------------------------------
-run_workload "$WORK/perfwork"
-WORKLOAD=$LAST
-# With tracefs, a tracepoint follower too: the group then runs on
-# MONOTONIC_RAW (the kernel refuses BOOTTIME for a tracepoint).
-TP_FOLLOWER=
-FOLLOWER_TRACKS="cpu-clock context-switches faults"
-if [ -r $TRACEFS/events/sched/sched_switch/id ]; then
-  TP_FOLLOWER='followers { tracepoint { name: "sched:sched_switch" } name: "switches" }'
-  FOLLOWER_TRACKS="$FOLLOWER_TRACKS switches"
-fi
-cat >"$WORK/follow.pbtxt" <<CFG
+# Followers' counts travel with their sample: written at once by frame
+# pointer, or carried through the unwinder's queue with UNWIND_DWARF.
+followers() {
+  run_workload "$WORK/perfwork"
+  WORKLOAD=$LAST
+  # With tracefs, a tracepoint follower too: the group then runs on
+  # MONOTONIC_RAW (the kernel refuses BOOTTIME for a tracepoint).
+  TP_FOLLOWER=
+  FOLLOWER_TRACKS="cpu-clock context-switches faults"
+  if [ -r $TRACEFS/events/sched/sched_switch/id ]; then
+    TP_FOLLOWER='followers { tracepoint { name: "sched:sched_switch" } name: "switches" }'
+    FOLLOWER_TRACKS="$FOLLOWER_TRACKS switches"
+  fi
+  cat >"$WORK/follow.pbtxt" <<CFG
 buffers { size_kb: 16384 }
 duration_ms: 1500
 data_sources {
@@ -195,31 +199,34 @@ data_sources {
       $TP_FOLLOWER
       callstack_sampling {
         scope { target_cmdline: "perfwork" }
-        user_frames: UNWIND_FRAME_POINTER
+        user_frames: $1
       }
       ring_buffer_read_period_ms: 50
     }
   }
 }
 CFG
-TRACE=$WORK/follow.pftrace
-record "$WORK/follow.pbtxt" "$TRACE" "$WORK/follow.log"
-stop_workloads "$WORKLOAD"
-n=$(q "select count(*) from perf_sample")
-[ "$n" -gt 10 ] || die "followers: $n samples"
-for name in $FOLLOWER_TRACKS; do
-  tb=1
-  [ "$name" = cpu-clock ] || tb=0
-  rows=$(q "select count(*) from counter c join perf_counter_track t
-            on c.track_id = t.id where t.name = '$name' and t.is_timebase = $tb")
-  [ "$rows" -gt 0 ] || die "followers: no counter rows on a '$name' track (is_timebase $tb)"
-done
-switches=$(q "select cast(sum(c.value) as int) from counter c join perf_counter_track t
-              on c.track_id = t.id where t.name = 'context-switches'")
-[ "$switches" -gt 0 ] || die "followers: context-switches counted nothing"
-bad=$(bad_stats)
-[ -z "$bad" ] || die "followers: trace_processor stats: $bad"
-say "followers: $n samples, tracks: $FOLLOWER_TRACKS"
+  TRACE=$WORK/follow-$1.pftrace
+  record "$WORK/follow.pbtxt" "$TRACE" "$WORK/follow-$1.log"
+  stop_workloads "$WORKLOAD"
+  n=$(q "select count(*) from perf_sample")
+  [ "$n" -gt 10 ] || die "followers ($1): $n samples"
+  for name in $FOLLOWER_TRACKS; do
+    tb=1
+    [ "$name" = cpu-clock ] || tb=0
+    rows=$(q "select count(*) from counter c join perf_counter_track t
+              on c.track_id = t.id where t.name = '$name' and t.is_timebase = $tb")
+    [ "$rows" -gt 0 ] || die "followers ($1): no counter rows on a '$name' track (is_timebase $tb)"
+  done
+  switches=$(q "select cast(sum(c.value) as int) from counter c join perf_counter_track t
+                on c.track_id = t.id where t.name = 'context-switches'")
+  [ "$switches" -gt 0 ] || die "followers ($1): context-switches counted nothing"
+  bad=$(bad_stats)
+  [ -z "$bad" ] || die "followers ($1): trace_processor stats: $bad"
+  say "followers ($1): $n samples, tracks: $FOLLOWER_TRACKS"
+}
+followers UNWIND_FRAME_POINTER
+[ "${PERF_DWARF:-}" != ON ] || followers UNWIND_DWARF
 
 # --- counter-only polling ---------------------------------------------------------
 cat >"$WORK/poll.pbtxt" <<'CFG'
