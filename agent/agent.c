@@ -5,11 +5,13 @@
  * except the public entry points, which only touch atomics, the mutex of
  * the wait helpers, and uv_async_send. The connection (connection.c), the
  * service's commands (commands.c) and commits (commit.c) run on that loop.
+ * This file is their top: it calls them and wires what they tell each
+ * other (the connection's events, the registry's wake hook); none of
+ * them calls into it (agent_internal.h).
  */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -26,26 +28,10 @@
 #define CLOCK_FIRST_MS 50
 #define CLOCK_PERIOD_MS 1000
 
-tg__agent_t tg__agent = {
-    .readiness = {.mu = PTHREAD_MUTEX_INITIALIZER,
-                  .cv = PTHREAD_COND_INITIALIZER},
-};
 /* Serialises tg_agent_init and tg_agent_shutdown. */
 static pthread_mutex_t g_life_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* --- logging ------------------------------------------------------------- */
-
-void tg__agent_log(tg_log_level_t level, const char *fmt, ...) {
-  const tg_agent_options_t *o = &tg__agent.cfg.opts;
-  tg_agent_log_fn fn = o->log;
-  if (!fn || level > o->log_level) return;
-  char line[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof(line), fmt, ap);
-  va_end(ap);
-  fn(o->log_ctx, level, line);
-}
 
 /* Lines from shared modules (ipc/, abi/) go to the app's sink, never to
  * stderr: a library does not print. */
@@ -57,17 +43,29 @@ static void log_sink(void *ctx, tg_log_level_t level, const char *line) {
     fn(o->log_ctx, (tg_log_level_t)level, line);
 }
 
-/* --- wake-ups from other threads ---------------------------------------- */
+/* --- wiring ------------------------------------------------------------- */
 
-void tg__agent_wake(void *ctx) {
+/* The periodic commit will send what a thread flushed: no wake needed. */
+static bool commit_will_come(void *ctx) {
   (void)ctx;
-  /* uv_async_send coalesces: a pending wake costs an atomic check. */
-  if (__atomic_load_n(&tg__agent.th.running, __ATOMIC_ACQUIRE))
-    uv_async_send(&tg__agent.th.async);
+  return tg__agent_commit_timer_active();
 }
 
 /* Installed in the data-source registry while the agent runs. */
-static const tg__ds_wake_hook_t registry_wake_hook = {.wake = tg__agent_wake};
+static const tg__ds_wake_hook_t registry_wake_hook = {
+    .wake = tg__agent_wake, .commit_will_come = commit_will_come};
+
+/* Shutdown closes the connection: what the writers queued goes first. */
+static void commit_before_close(void) { tg__commit_all(0); }
+
+/* What the connection tells the files above it (connection.c calls none
+ * of them itself). */
+static const tg__conn_events_t conn_events = {
+    .open_commands = tg__commands_open,
+    .connected = tg__triggers_send_pending,
+    .lost = tg__commands_on_disconnect,
+    .closing = commit_before_close,
+};
 
 /* --- the loop ------------------------------------------------------------ */
 
@@ -225,7 +223,7 @@ int tg_agent_init(const tg_agent_options_t *opts) {
   if ((rv = uv_loop_init(&th->loop)) < 0) goto out;
   uv_async_init(&th->loop, &th->async, on_async);
   uv_timer_init(&th->loop, &th->clock_timer);
-  tg__connection_init(&th->loop);
+  tg__connection_init(&th->loop, &conn_events);
   tg__commit_init(&th->loop);
   __atomic_store_n(&th->running, true, __ATOMIC_RELEASE);
   tg__ds_registry_set_wake(&registry_wake_hook);

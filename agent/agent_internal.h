@@ -8,6 +8,13 @@
  *   commit.c      CommitData batches and the periodic commit timer
  *   smb_map.c     checks and maps SetupTracing's SMB (no state)
  *   triggers.c    tg_agent_activate_triggers: its queue (own mutex)
+ *   agent_internal.c  the struct below, logging and the wake-up, which
+ *                 every file uses; it calls none of them
+ *
+ * Calls go one way, agent.c -> commands.c -> commit.c -> connection.c
+ * (triggers.c -> connection.c); what happens on the connection goes back
+ * up through the events agent.c hands to tg__connection_init, never by a
+ * call from connection.c into the files that send on it.
  *
  * The agent is a process singleton: its state is the one struct
  * tg__agent, split by writer. Each part names the one file that writes
@@ -123,18 +130,35 @@ typedef struct tg__agent {
 
 extern tg__agent_t tg__agent;
 
-/* --- agent.c ---------------------------------------------------------- */
+/* --- agent_internal.c ------------------------------------------------- */
 
 /* Wakes the agent's thread (commit, register new data sources): the wake
  * hook of the arbiter and of the data-source registry. Any thread; cheap
- * when a wake is already pending. |ctx| is unused. */
+ * when a wake is already pending. |ctx| is unused. (tg__agent_log is in
+ * agent_log.h.) */
 void tg__agent_wake(void *ctx);
+
+/* --- agent.c ---------------------------------------------------------- */
+
 /* Whether the TSC calibration timer runs (tests read it). Any thread. */
 bool tg__agent_clock_timer_active(void);
 
 /* --- connection.c ----------------------------------------------------- */
 
-void tg__connection_init(uv_loop_t *loop);
+/* What the connection tells the files that send on it, in this order on
+ * each connection: |open_commands| once InitializeConnection is answered
+ * (a negative return closes the connection), |connected| after the data
+ * sources are registered, |lost| when it closes; |closing| at shutdown,
+ * before the connection closes. Agent's thread. */
+typedef struct tg__conn_events {
+  int (*open_commands)(void);
+  void (*connected)(void);
+  void (*lost)(void);
+  void (*closing)(void);
+} tg__conn_events_t;
+
+/* |ev| (every member set) must outlive the agent's thread. */
+void tg__connection_init(uv_loop_t *loop, const tg__conn_events_t *ev);
 /* Connects now, or schedules a retry with backoff. */
 void tg__connection_start(void);
 /* The connection answered InitializeConnection and is still open. */
@@ -169,10 +193,9 @@ void tg__triggers_drop_pending(void);
 
 /* --- commands.c ------------------------------------------------------- */
 
-/* The reply callback of the GetAsyncCommand stream. */
-void tg__commands_on_async_command(tg_ipc_client_t *cl, void *ctx,
-                                   int status, bool has_more,
-                                   const uint8_t *r, size_t n);
+/* Opens the GetAsyncCommand stream on the connection just initialized.
+ * Returns 0, or a negative code (logged) when it was not sent. */
+int tg__commands_open(void);
 /* The connection is gone: every instance stops (without telling the
  * service) and the SMB is abandoned. */
 void tg__commands_on_disconnect(void);

@@ -214,9 +214,8 @@ static void stop_data_source(uint64_t id) {
   tg__conn_invoke("NotifyDataSourceStopped", &s.base, NULL, NULL);
 }
 
-void tg__commands_on_async_command(tg_ipc_client_t *cl, void *ctx,
-                                   int status, bool has_more,
-                                   const uint8_t *r, size_t n) {
+static void on_async_command(tg_ipc_client_t *cl, void *ctx, int status,
+                             bool has_more, const uint8_t *r, size_t n) {
   (void)ctx;
   (void)has_more;
   int fd = status == 0 ? tg_ipc_client_take_fd(cl) : -1;
@@ -271,4 +270,11 @@ void tg__commands_on_async_command(tg_ipc_client_t *cl, void *ctx,
   }
   if (fd >= 0) close(fd);
   perfetto__protos__get_async_command_response__free_unpacked(cmd, NULL);
+}
+
+int tg__commands_open(void) {
+  Perfetto__Protos__GetAsyncCommandRequest req =
+      PERFETTO__PROTOS__GET_ASYNC_COMMAND_REQUEST__INIT;
+  return tg__conn_invoke("GetAsyncCommand", &req.base, on_async_command,
+                         NULL);
 }

@@ -7,6 +7,10 @@
  * reconnects with exponential backoff (reconnect_min_ms doubling up to
  * reconnect_max_ms, back to the minimum once a connection succeeds).
  *
+ * The files above send through it (tg__conn_invoke); it tells them what
+ * happened only through the events agent.c installs (tg__conn_events_t),
+ * never by calling into them.
+ *
  * Agent's thread only, except tg__agent_set_ready's waiters.
  */
 #include <errno.h>
@@ -32,6 +36,7 @@ struct tg__conn {
 };
 
 static tg__agent_link_t *const link_state = &tg__agent.link;
+static const tg__conn_events_t *events;
 
 void tg__agent_set_ready(bool ready) {
   tg__agent_readiness_t *r = &tg__agent.readiness;
@@ -139,7 +144,7 @@ static void on_conn_close(tg_ipc_client_t *cl, int status) {
   if (link_state->conn == c) {
     link_state->conn = NULL;
     tg__agent_set_ready(false);
-    tg__commands_on_disconnect();
+    events->lost();
     size_t n = tg__ds_count();
     for (size_t i = 0; i < n; i++)
       tg__ds_at(i)->registered_with_service = false;
@@ -183,16 +188,13 @@ static void on_initialized(tg_ipc_client_t *cl, void *ctx, int status,
   atomic_fetch_add(&link_state->connects, 1);
   tg__agent_log(TG_LOG_INFO, "agent: connected to %s as %s",
                 tg__agent.cfg.socket_path, tg__agent.cfg.producer_name);
-  Perfetto__Protos__GetAsyncCommandRequest req =
-      PERFETTO__PROTOS__GET_ASYNC_COMMAND_REQUEST__INIT;
-  if (tg__conn_invoke("GetAsyncCommand", &req.base,
-                      tg__commands_on_async_command, NULL) < 0) {
+  if (events->open_commands() < 0) {
     tg_ipc_client_close(cl, TG_EUNKNOWN_METHOD);
     return;
   }
   tg__connection_register_data_sources();
   if (tg__ds_count() == 0) tg__agent_set_ready(true);
-  tg__triggers_send_pending(); /* activated while not connected */
+  events->connected(); /* e.g. triggers activated while not connected */
 }
 
 static void on_bound(tg_ipc_client_t *cl, void *ctx, int status,
@@ -282,7 +284,8 @@ static void schedule_reconnect(void) {
   uv_timer_start(&link_state->reconnect_timer, on_reconnect_timer, b, 0);
 }
 
-void tg__connection_init(uv_loop_t *loop) {
+void tg__connection_init(uv_loop_t *loop, const tg__conn_events_t *ev) {
+  events = ev;
   link_state->conn = NULL;
   link_state->backoff_ms = 0;
   link_state->ds_acked = 0;
@@ -294,7 +297,7 @@ void tg__connection_start(void) { connect_now(); }
 void tg__connection_stop(void) {
   uv_timer_stop(&link_state->reconnect_timer);
   if (link_state->conn) {
-    tg__commit_all(0);
+    events->closing();
     tg_ipc_client_close(&link_state->conn->client, 0);
   }
 }

@@ -16,7 +16,6 @@
 #include <string.h>
 
 #include "agent/data_source.h"
-#include "agent/agent_internal.h"
 
 _Atomic uint64_t tg__agent_packets_written;
 
@@ -297,8 +296,9 @@ void tg_ds_flush_thread(tg_ds_t *ds, unsigned inst) {
    * this wake sends the chunk. */
   if (!s->w->arb || !tg_arbiter_commit_pending(s->w->arb)) return;
   atomic_thread_fence(memory_order_seq_cst);
-  if (!tg__agent_commit_timer_active())
-    registry_wake();
+  const tg__ds_wake_hook_t *h =
+      atomic_load_explicit(&registry.wake, memory_order_acquire);
+  if (h && !h->commit_will_come(h->ctx)) h->wake(h->ctx);
 }
 
 bool tg_ds_incremental_state_cleared(tg_ds_t *ds, unsigned inst) {

@@ -52,11 +52,14 @@ struct tg_ds {
   tg_ds_inst_t inst[TG_DS_MAX_INSTANCES];
 };
 
-/* How the registry asks the agent's thread to look at it. |wake| runs on
+/* How the registry asks the agent's thread to look at it. Both run on
  * the calling thread (any thread, never with the registry's lock held) and
- * must be cheap (uv_async_send); the hook is read-only while installed. */
+ * must be cheap (uv_async_send, an atomic load); the hook is read-only
+ * while installed. |commit_will_come| says whether the agent's periodic
+ * commit runs, so that a flush needs no wake (tg_ds_flush_thread). */
 typedef struct tg__ds_wake_hook {
   void (*wake)(void *ctx);
+  bool (*commit_will_come)(void *ctx);
   void *ctx;
 } tg__ds_wake_hook_t;
 

@@ -144,7 +144,7 @@ static void close_handles(fleet_t *f) {
   uv_close((uv_handle_t *)&f->abort_timer, on_closed);
 }
 
-void fleet_host_finished(fleet_t *f) {
+static void host_finished(fleet_t *f) {
   f->finished++;
   if (f->finished == f->n) close_handles(f);
   else fleet_ui_draw(f);
@@ -174,7 +174,7 @@ static int open_keys(fleet_t *f) {
   return rv;
 }
 
-void fleet_show_key(fleet_t *f, fleet_host_t *h) {
+static void show_key(fleet_t *f, fleet_host_t *h) {
   if (f->n <= KEYS_ON_TERMINAL_MAX) {
     fleet_say(f, TG_N_FLEET_RESUME_KEY, "%s: resume key %s (" CLI_PROG " record -H %s --attach %s)",
               h->t->spec, h->core.key, h->t->spec, h->core.key);
@@ -189,7 +189,7 @@ void fleet_show_key(fleet_t *f, fleet_host_t *h) {
 
 /* With a fleet, when the last host began tracing is the figure that says
  * whether the start kept up. */
-void fleet_host_traced(fleet_t *f) {
+static void host_traced(fleet_t *f) {
   if (f->n > 1 && f->core.traced == f->n) {
     char el[32];
     cli_format_ms(el, sizeof(el), uv_now(f->loop) - f->t0);
@@ -200,6 +200,12 @@ void fleet_host_traced(fleet_t *f) {
     fleet_say(f, TG_N_FLEET_ALL_TRACING, "all %zu hosts tracing, %s after the start%s", f->n, el, tls);
   }
 }
+
+static const fleet_run_events_t run_events = {
+    .host_finished = host_finished,
+    .show_key = show_key,
+    .host_traced = host_traced,
+};
 
 static void on_tick(uv_timer_t *t) {
   fleet_t *f = t->data;
@@ -439,6 +445,7 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
   f->core.dialer = tg_remote_dialer(&f->env);
   f->env.counts = &f->tls_counts;
   if (open_sessions(f, tls) < 0) goto out;
+  f->run = &run_events;
   for (size_t i = 0; i < n; i++) fleet_host_init(f, &f->hosts[i], i, &targets[i]);
   if (open_outputs(f) < 0) {
     for (size_t i = 0; i < n; i++) tg_fleet_host_close(&f->hosts[i].core);

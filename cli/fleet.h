@@ -71,9 +71,26 @@ typedef struct fleet_host {
   bool kept_partial;
 } fleet_host_t;
 
+/* What a host tells the run: fleet.c installs its table in fleet_t.run
+ * before any host starts; fleet_host.c calls through it, never into
+ * fleet.c, which drives the hosts. */
+typedef struct fleet_run_events {
+  /* A host reached DONE or FAILED. */
+  void (*host_finished)(fleet_t *f);
+  /* Tells |h|'s resume key before its session exists: on the terminal
+   * with a few hosts; with many, into the keys file (OUT.keys, or
+   * OUT/resume.keys with -o DIR), "HOST KEY" a line, named once on the
+   * terminal. */
+  void (*show_key)(fleet_t *f, fleet_host_t *h);
+  /* A host's recording started tracing for the first time (counted in
+   * f->core.traced). */
+  void (*host_traced)(fleet_t *f);
+} fleet_run_events_t;
+
 struct fleet {
   /* What the engine's hosts share: options, the dialer, the callbacks. */
   tg_fleet_t core;
+  const fleet_run_events_t *run;
   const record_opts_t *o;
   uv_loop_t *loop;
   tg_remote_env_t env;
@@ -96,7 +113,7 @@ struct fleet {
   char **ds_near;      /* per data source: "; did you mean ..." or NULL */
   size_t names_checked; /* hosts whose answer (or failure) is in */
   size_t finished;
-  FILE *keys;     /* many hosts: their resume keys (fleet_show_key) */
+  FILE *keys;     /* many hosts: their resume keys (run->show_key) */
   char *keys_path;
   bool keys_failed;
   /* --merge: the merge writes into |merged| (its sink is fleet.c's). */
@@ -123,15 +140,6 @@ struct fleet {
 int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
                  const tg_target_t *targets, size_t n,
                  tg_tls_config_t *tls);
-/* A host reached DONE or FAILED. */
-void fleet_host_finished(fleet_t *f);
-/* Tells |h|'s resume key before its session exists: on the terminal with
- * a few hosts; with many, into the keys file (OUT.keys, or OUT/resume.keys
- * with -o DIR), "HOST KEY" a line, named once on the terminal. */
-void fleet_show_key(fleet_t *f, fleet_host_t *h);
-/* A host's recording started tracing for the first time (counted in
- * f->core.traced). */
-void fleet_host_traced(fleet_t *f);
 /* Prints "tracegate: [TG-nnnn] " + the text on its own line (no code for
  * TG_N_NONE), clearing the progress lines first. */
 void fleet_say(fleet_t *f, tg_notice_t code, const char *fmt, ...)

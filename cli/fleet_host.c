@@ -37,7 +37,7 @@ static void on_state(tg_fleet_host_t *c, tg_link_state_t from) {
 
 static void on_key_ready(tg_fleet_host_t *c) {
   fleet_host_t *h = of(c);
-  fleet_show_key(h->f, h);
+  h->f->run->show_key(h->f, h);
 }
 
 static void on_service_state(tg_fleet_host_t *c,
@@ -51,7 +51,10 @@ static void on_names_settled(tg_fleet_host_t *c) {
   fleet_names_host(h->f, h, NULL);
 }
 
-static void on_tracing(tg_fleet_host_t *c) { fleet_host_traced(of(c)->f); }
+static void on_tracing(tg_fleet_host_t *c) {
+  fleet_t *f = of(c)->f;
+  f->run->host_traced(f);
+}
 
 static int on_described(tg_fleet_host_t *c) {
   fleet_host_t *h = of(c);
@@ -128,7 +131,10 @@ static int on_closing(tg_fleet_host_t *c, bool failing) {
   return rv;
 }
 
-static void on_finished(tg_fleet_host_t *c) { fleet_host_finished(of(c)->f); }
+static void on_finished(tg_fleet_host_t *c) {
+  fleet_t *f = of(c)->f;
+  f->run->host_finished(f);
+}
 
 const tg_fleet_host_cbs_t fleet_host_cbs = {
     .on_notice = on_notice,

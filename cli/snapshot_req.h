@@ -1,7 +1,7 @@
 /* What `tracegate snapshot` (snapshot.c) and `tracegate snapshot check`
  * (snapshot_check.c) share: the collector's address, the command line's
  * connection options, and one HTTP request to the collector run to its
- * end on an lws event loop of its own (snapshot.c has the details).
+ * end on an lws event loop of its own (snapshot_req.c, below both).
  */
 #ifndef TRACEGATE_CONSUMER_CLI_SNAPSHOT_REQ_H
 #define TRACEGATE_CONSUMER_CLI_SNAPSHOT_REQ_H
@@ -18,6 +18,9 @@
 #include "ipc/net_addr.h"
 
 #define CLI_SNAP_API_PATH "/api/v1/snapshots"
+/* What the collector takes (TG_COLL_REASON_MAX) and a group's longest. */
+#define CLI_SNAP_REASON_MAX 1024
+#define CLI_SNAP_GROUP_MAX 128
 
 typedef struct collector_addr {
   bool https;

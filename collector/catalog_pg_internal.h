@@ -1,5 +1,8 @@
 /* Shared by catalog_pg.c (connection, session, schema, statements, values)
- * and catalog_pg_ops.c (the operations): nothing else includes it. */
+ * and catalog_pg_ops.c (the operations): nothing else includes it. One
+ * module split for size: catalog_pg.c installs the operations at open,
+ * and they call back into it for the helpers below by design
+ * (tests/layout/cycles_allow.txt). */
 #ifndef TRACEGATE_COLLECTOR_CATALOG_PG_INTERNAL_H
 #define TRACEGATE_COLLECTOR_CATALOG_PG_INTERNAL_H
 

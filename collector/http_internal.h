@@ -1,5 +1,7 @@
-/* Shared by http.c (server, connections, requests in) and http_respond.c
- * (responses out). Not installed, not for the owner. */
+/* Shared by http.c (server, connections, requests in), http_conn.c
+ * (admission of connections), http_respond.c (responses out) and
+ * http_exchange.c (an exchange's state and end, below the others). Not
+ * installed, not for the owner. */
 #ifndef TRACEGATE_COLLECTOR_HTTP_INTERNAL_H
 #define TRACEGATE_COLLECTOR_HTTP_INTERNAL_H
 
@@ -144,8 +146,12 @@ struct tg_http_exchange {
   uint64_t answered_ms; /* server clock when answered: min_rate's start */
 };
 
+/* --- http_exchange.c: below http.c, http_conn.c, http_respond.c ------- */
+
 void tg__http_x_set(tg_http_exchange_t *x, tg_http_x_state_t to,
                     const char *why);
+/* Frees |x| and everything it owns (closes its fd); unlinks it. */
+void tg__http_x_free(tg_http_exchange_t *x);
 /* The connection lost its exchange (closed, destroyed): the owner hears
  * of it only if the exchange is still its own. */
 void tg__http_conn_drop_exchange(tg_http_conn_t *conn, const char *why);
@@ -162,8 +168,6 @@ int tg__http_on_accept(tg_http_server_t *s, int fd);
 void tg__http_on_instantiated(tg_http_server_t *s, struct lws *wsi);
 /* LWS_CALLBACK_WSI_DESTROY: the last lws says of a connection. */
 void tg__http_on_destroyed(struct lws *wsi);
-/* Frees |x| and everything it owns (closes its fd); unlinks it. */
-void tg__http_x_free(tg_http_exchange_t *x);
 /* LWS_CALLBACK_HTTP_WRITEABLE for |x| (answered): writes the headers or
  * the next chunk. 0: more to write, another WRITEABLE asked for; 1: all
  * sent (the per-request log line written); -1: failed, close. */

@@ -35,12 +35,6 @@ static int64_t realtime_ms(void *ctx) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int64_t tg__coll_now(tg_coll_store_t *s) { return s->now_ms(s->clock_ctx); }
-
-void tg__coll_step(tg_coll_store_t *s, tg_coll_step_t step, uint64_t id) {
-  if (s->on_step) s->on_step(s->step_ctx, step, id);
-}
-
 /* Opens directory |name| under |at| (AT_FDCWD for the root), creating it
  * if missing; *created says whether it was. */
 static int open_dir(int at, const char *name, bool *created, int *fd) {

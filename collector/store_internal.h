@@ -1,6 +1,7 @@
 /* The store's state, shared by store.c (open, reads, delete, retention),
- * store_recover.c (repair at open) and store_writer.c (writing snapshots).
- * Nothing outside collector/ includes it. */
+ * store_recover.c (repair at open), store_writer.c (writing snapshots),
+ * store_s3.c (snapshots in a bucket) and store_util.c (what they all
+ * use). Nothing outside collector/ includes it. */
 #ifndef TRACEGATE_COLLECTOR_STORE_INTERNAL_H
 #define TRACEGATE_COLLECTOR_STORE_INTERNAL_H
 
@@ -19,14 +20,10 @@ struct tg_coll_store {
   struct tg__coll_s3 *s3; /* NULL: snapshots/ holds the snapshots */
 };
 
+/* --- store_util.c: below the other store files ----------------------- */
+
 int64_t tg__coll_now(tg_coll_store_t *s);
 void tg__coll_step(tg_coll_store_t *s, tg_coll_step_t step, uint64_t id);
-/* Repairs the store after whatever ended the last process (store.h). */
-int tg__coll_recover(tg_coll_store_t *s, tg_coll_recovery_t *rec);
-/* Deletes |id|'s row (not if pinned, when |unless_pinned|), then its file
- * (if it has one): delete and retention. */
-int tg__coll_remove(tg_coll_store_t *s, uint64_t id, bool unless_pinned);
-
 /* Whether |id|'s row is in one of |states| (a catalog error says yes:
  * nothing is removed on a guess). */
 bool tg__coll_row_keeps(tg_coll_store_t *s, uint64_t id, unsigned states);
@@ -41,5 +38,16 @@ int tg__coll_each_row(tg_coll_store_t *s, unsigned states,
 void tg__coll_unlink_index(tg_coll_store_t *s, uint64_t id);
 /* The same for its symbols and their index (store_symbols.c). */
 void tg__coll_unlink_symbols(tg_coll_store_t *s, uint64_t id);
+
+/* --- store_recover.c ------------------------------------------------- */
+
+/* Repairs the store after whatever ended the last process (store.h). */
+int tg__coll_recover(tg_coll_store_t *s, tg_coll_recovery_t *rec);
+
+/* --- store.c ---------------------------------------------------------- */
+
+/* Deletes |id|'s row (not if pinned, when |unless_pinned|), then its file
+ * (if it has one): delete and retention. */
+int tg__coll_remove(tg_coll_store_t *s, uint64_t id, bool unless_pinned);
 
 #endif /* TRACEGATE_COLLECTOR_STORE_INTERNAL_H */

@@ -26,31 +26,6 @@
 #include "common/log.h"
 #include "tracegate/error.h"
 
-#define PAGE 64
-
-/* Calls |fn| on every row in |states|, newest first, a page at a time.
- * |fn| may change the row's state: paging goes by id, not by state. */
-int tg__coll_each_row(tg_coll_store_t *s, unsigned states,
-                      int (*fn)(tg_coll_store_t *s, const tg_coll_snapshot_t *r,
-                                tg_coll_recovery_t *rec),
-                      tg_coll_recovery_t *rec) {
-  tg_coll_snapshot_t *page = calloc(PAGE, sizeof(*page));
-  if (!page) return -ENOMEM;
-  tg_coll_filter_t f = TG_COLL_FILTER_INIT;
-  f.states = states;
-  f.limit = PAGE;
-  int err;
-  for (;;) {
-    size_t n = 0;
-    if ((err = s->cat->ops->list(s->cat, &f, page, PAGE, &n))) break;
-    for (size_t i = 0; i < n && !err; i++) err = fn(s, &page[i], rec);
-    if (err || n < PAGE) break;
-    f.before_id = page[n - 1].id;
-  }
-  free(page);
-  return err;
-}
-
 static int check_file(tg_coll_store_t *s, const tg_coll_snapshot_t *r,
                       tg_coll_recovery_t *rec) {
   char name[TG_COLL_FILE_NAME_MAX];
@@ -134,13 +109,6 @@ static int sweep(tg_coll_store_t *s, int dfd,
  * catalog error keeps it too (the next open tries again) rather than risk
  * removing a live one; only a missing row or one in another state makes
  * the file garbage. */
-bool tg__coll_row_keeps(tg_coll_store_t *s, uint64_t id, unsigned states) {
-  tg_coll_snapshot_t r;
-  int err = s->cat->ops->get(s->cat, id, &r);
-  if (err) return err != -ENOENT;
-  return (states & TG_COLL_STATE_BIT(r.state)) != 0;
-}
-
 /* A file of tmp/ stays only while a running collector writes it. */
 static bool keep_written(tg_coll_store_t *s, const char *name,
                          tg_coll_recovery_t *rec) {

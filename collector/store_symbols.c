@@ -103,14 +103,3 @@ int tg_coll_store_open_symbols(tg_coll_store_t *s, uint64_t id, int *fd,
   return 0;
 }
 
-void tg__coll_unlink_symbols(tg_coll_store_t *s, uint64_t id) {
-  char name[TG_COLL_FILE_NAME_MAX];
-  tg_coll_id_symidx_name(id, 0, name);
-  if (unlinkat(s->snap_fd, name, 0) != 0 && errno != ENOENT)
-    TG_WARN("store: %s: unlink: %s (removed at the next open)", name,
-            strerror(errno));
-  tg_coll_id_symbols_name(id, 0, name);
-  if (unlinkat(s->snap_fd, name, 0) != 0 && errno != ENOENT)
-    TG_WARN("store: %s: unlink: %s (removed at the next open)", name,
-            strerror(errno));
-}

@@ -170,15 +170,6 @@ static void drop(tg_coll_store_t *s, tg_coll_writer_t *w) {
   else unlink_partial(s, w->id);
 }
 
-void tg__coll_unlink_index(tg_coll_store_t *s, uint64_t id) {
-  char name[TG_COLL_FILE_NAME_MAX];
-  tg_coll_id_index_name(id, 0, name);
-  if (unlinkat(s->snap_fd, name, 0) != 0 && errno != ENOENT)
-    TG_WARN("store: %s: unlink: %s (removed at the next open)", name,
-            strerror(errno));
-  tg__coll_unlink_symbols(s, id);
-}
-
 /* The host index, written whole and synced under its tmp name, then
  * renamed beside where the trace goes next: the directory's fsync after
  * the trace's rename makes both names durable, and recovery removes an

@@ -6,7 +6,9 @@
  * Every consumer callback first goes through tg__rec_answer(): a reply
  * from an older connection, or one after the end, is not news. Calls in
  * flight are counted so that the memory outlives them after
- * tg_recording_free. Reads, statistics and draining: recording_drain.c.
+ * tg_recording_free. Reads, statistics and draining: recording_drain.c;
+ * failures and the end: recording_end.c; the states' setters:
+ * recording_substate.c.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -19,283 +21,15 @@
 #include "consumer/recording_internal.h"
 #include "tracegate/error.h"
 
-#define FREE_GUARD_MS 2000
 #define N_TIMERS 6
 
 static void request_stop(tg_recording_t *r);
-
-bool tg__rec_is_over(const tg_recording_t *r) {
-  return r->state == TG_REC_DONE || r->state == TG_REC_DETACHED ||
-         r->state == TG_REC_FAILED;
-}
-
-#define S(x) (1u << TG_REC_##x)
-/* Each state's arrows out of it, but FAILED's (recording.h). */
-static const unsigned kNext[] = {
-    [TG_REC_IDLE] = S(ATTACHING) | S(STARTING),
-    [TG_REC_ATTACHING] = S(STARTING),
-    [TG_REC_STARTING] = S(TRACING) | S(DRAINING) | S(DETACHED) | S(FAILING),
-    [TG_REC_TRACING] = S(STOPPING) | S(DRAINING) | S(FAILING),
-    [TG_REC_STOPPING] = S(DRAINING) | S(FAILING),
-    [TG_REC_DRAINING] = S(STATS),
-    [TG_REC_STATS] = S(FREEING) | S(DONE),
-    [TG_REC_FREEING] = S(DONE),
-    [TG_REC_FAILING] = 0,
-    [TG_REC_DONE] = 0,
-    [TG_REC_DETACHED] = 0,
-    [TG_REC_FAILED] = 0,
-};
-#undef S
-
-static bool is_final(tg_rec_state_t s) {
-  return s == TG_REC_DONE || s == TG_REC_DETACHED || s == TG_REC_FAILED;
-}
-
-bool tg_rec_transition_ok(tg_rec_state_t from, tg_rec_state_t to) {
-  if ((unsigned)from > TG_REC_FAILED || (unsigned)to > TG_REC_FAILED ||
-      is_final(from))
-    return false;
-  return ((kNext[from] | 1u << TG_REC_FAILED) & (1u << to)) != 0;
-}
-
-#define B(x) (1u << TG_REC_##x)
-static const unsigned kNextBinding[] = {
-    [TG_REC_BOUND] = B(UNBOUND) | B(SYNCING),
-    [TG_REC_UNBOUND] = B(REATTACHING),
-    [TG_REC_REATTACHING] = B(RESUMING) | B(BOUND) | B(UNBOUND),
-    [TG_REC_RESUMING] = B(RESUMING_CUT) | B(BOUND) | B(UNBOUND),
-    [TG_REC_RESUMING_CUT] = B(RESUMING) | B(BOUND) | B(UNBOUND),
-    [TG_REC_SYNCING] = B(BOUND) | B(UNBOUND),
-};
-#undef B
-
-bool tg_rec_binding_ok(tg_rec_binding_t from, tg_rec_binding_t to) {
-  if ((unsigned)from > TG_REC_SYNCING || (unsigned)to > TG_REC_SYNCING)
-    return false;
-  return (kNextBinding[from] & (1u << to)) != 0;
-}
-
-/* A refused transition is the engine's bug: the state stays as it is (a
- * recording that goes on in a state it can explain beats one in a state
- * its table has no arrow to), and it shows in the error log and the
- * count. */
-void tg__rec_refuse(tg_recording_t *r, const char *what, const char *from,
-                    const char *to) {
-  r->bad_transitions++;
-  TG_ERROR("recording %p: %s %s -> %s is no transition of its table "
-           "(recording.h, recording_internal.h): refused", (void *)r, what,
-           from, to);
-}
-
-void tg__rec_set_state(tg_recording_t *r, tg_rec_state_t to) {
-  tg_rec_state_t from = r->state;
-  if (from == to) return;
-  if (!tg_rec_transition_ok(from, to)) {
-    tg__rec_refuse(r, "lifecycle", tg_recording_state_name(from),
-                   tg_recording_state_name(to));
-    return;
-  }
-  r->state = to;
-  TG_DEBUG("recording %p: %s -> %s", (void *)r, tg_recording_state_name(from),
-           tg_recording_state_name(to));
-  if (r->cbs->on_state) r->cbs->on_state(r, from, to);
-}
-
-void tg__rec_set_binding(tg_recording_t *r, tg_rec_binding_t to) {
-  tg_rec_binding_t from = r->binding;
-  if (from == to) return;
-  if (!tg_rec_binding_ok(from, to)) {
-    tg__rec_refuse(r, "binding", tg_recording_binding_name(from),
-                   tg_recording_binding_name(to));
-    return;
-  }
-  r->binding = to;
-  TG_DEBUG("recording %p: binding %s -> %s", (void *)r,
-           tg_recording_binding_name(from), tg_recording_binding_name(to));
-}
 
 static bool bound(const tg_recording_t *r) {
   return r->binding == TG_REC_BOUND;
 }
 
-/* A session that may still run: enabled or attached, not ended. */
-static bool session_may_run(const tg_recording_t *r) {
-  return r->state == TG_REC_STARTING || r->state == TG_REC_TRACING ||
-         r->state == TG_REC_STOPPING;
-}
-
-static void maybe_release(tg_recording_t *r) {
-  if (!r->freed || r->open_timers || r->inflight) return;
-  if (r->attached_cfg)
-    perfetto__protos__trace_config__free_unpacked(r->attached_cfg, NULL);
-  tg_slice_reassembler_free(&r->rd.ra);
-  free(r->o.detach_key);
-  free(r->o.resume_key);
-  free(r->o.attach_key);
-  free(r->o.absent_cfg);
-  free(r);
-}
-
-/* One callback of a call on |c| ran: true if it is news for the
- * recording. Any reply on the current connection is a sign of life.
- * FAILING waits for FreeBuffers alone (on_freed). */
-bool tg__rec_answer(tg_recording_t *r, tg_consumer_t *c) {
-  r->inflight--;
-  if (r->freed) {
-    maybe_release(r);
-    return false;
-  }
-  if (c != r->c || tg__rec_is_over(r) || r->state == TG_REC_FAILING)
-    return false;
-  r->last_rx_ms = uv_now(r->loop);
-  return true;
-}
-
-/* A status that only says the connection went: the owner's on_close
- * deals with that (unbind or fail). */
-bool tg__rec_conn_going(int status) {
-  return status == TG_EPEER_CLOSED || status == -ECANCELED;
-}
-
-static void format_ms(char *out, size_t n, uint64_t ms) {
-  if (ms % 1000 == 0) snprintf(out, n, "%llus", (unsigned long long)(ms / 1000));
-  else snprintf(out, n, "%llums", (unsigned long long)ms);
-}
-
-/* --- the end -------------------------------------------------------------- */
-
-void tg__rec_stop_timers(tg_recording_t *r) {
-  uv_timer_stop(&r->reader);
-  uv_timer_stop(&r->stats);
-  uv_timer_stop(&r->stopper);
-  uv_timer_stop(&r->deadline);
-  uv_timer_stop(&r->guard);
-}
-
-static void on_ender(uv_timer_t *t) {
-  tg_recording_t *r = t->data;
-  r->cbs->on_end(r, r->end_status, r->reason);
-}
-
-/* on_end runs from the loop: the end may come from inside an owner's
- * call (tg_recording_fail, unbind). */
-void tg__rec_end(tg_recording_t *r, tg_rec_state_t state, int status,
-                const char *reason) {
-  if (tg__rec_is_over(r)) return;
-  tg__rec_stop_timers(r);
-  r->end_status = status;
-  if (reason != r->reason) snprintf(r->reason, sizeof(r->reason), "%s", reason);
-  tg__rec_set_state(r, state);
-  /* Refused (logged): the end is an end all the same. */
-  if (r->state != state) tg__rec_set_state(r, TG_REC_FAILED);
-  uv_timer_start(&r->ender, on_ender, 0, 0);
-}
-
-static void fail_now(tg_recording_t *r, bool end_session, int status,
-                     const char *reason);
-
-/* A failure found here: a session that may still run is ended with it. */
-void tg__rec_fail(tg_recording_t *r, int status, const char *fmt, ...) {
-  if (tg__rec_is_over(r)) return;
-  char why[600];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, sizeof(why), fmt, ap);
-  va_end(ap);
-  fail_now(r, true, status < 0 ? status : TG_EREMOTE_FAILED, why);
-}
-
-static void on_freed(tg_consumer_t *c, void *ctx, int status, const char *msg) {
-  (void)status;
-  (void)msg;
-  tg_recording_t *r = ctx;
-  r->inflight--;
-  if (r->freed) {
-    maybe_release(r);
-    return;
-  }
-  if (c == r->c && r->state == TG_REC_FAILING)
-    tg__rec_end(r, TG_REC_FAILED, r->end_status, r->reason);
-}
-
-/* --- the session freed at the end ------------------------------------------ */
-
-/* DONE, the session not freed: said to the owner in the reason. */
-static void done_not_freed(tg_recording_t *r, const char *fmt, ...) {
-  char why[400], reason[500];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, sizeof(why), fmt, ap);
-  va_end(ap);
-  snprintf(reason, sizeof(reason), "the trace is whole, but the session "
-           "was not freed: %s", why);
-  TG_WARN("recording %p: %s", (void *)r, reason);
-  tg__rec_end(r, TG_REC_DONE, 0, reason);
-}
-
-static void on_freed_at_end(tg_consumer_t *c, void *ctx, int status,
-                            const char *msg) {
-  tg_recording_t *r = ctx;
-  if (!tg__rec_answer(r, c) || r->state != TG_REC_FREEING) return;
-  if (tg__rec_conn_going(status)) return; /* tg_recording_unbind ends it */
-  if (status) {
-    done_not_freed(r, "%s", msg && msg[0] ? msg : tg_strerror(status));
-    return;
-  }
-  tg__rec_end(r, TG_REC_DONE, 0, "");
-}
-
-/* The trace is whole: the session is freed now rather than left to the
- * connection's end, which a relay holding a resume key, or tracegated
- * under a disconnect lease, takes for a lost link: either keeps the
- * session, buffers and all, for the lease (10 min by default). */
-void tg__rec_free_at_end(tg_recording_t *r) {
-  if (tg__rec_is_over(r) || r->state != TG_REC_STATS) return;
-  int rv = r->c && bound(r)
-               ? tg_consumer_free_buffers(r->c, on_freed_at_end, r)
-               : TG_ENOT_CONNECTED;
-  if (rv < 0) {
-    done_not_freed(r, "cannot send FreeBuffers: %s", tg_strerror(rv));
-    return;
-  }
-  r->inflight++;
-  /* Before the state: on_state may end the recording (an unbind). */
-  tg__rec_arm_guard(r, FREE_GUARD_MS);
-  tg__rec_set_state(r, TG_REC_FREEING);
-}
-
-/* --- guards and the deadline ---------------------------------------------- */
-
-static void on_guard(uv_timer_t *t) {
-  tg_recording_t *r = t->data;
-  char d[32], g[32], s[32];
-  if (r->state == TG_REC_FAILING) { /* FreeBuffers unanswered: end anyway */
-    tg__rec_end(r, TG_REC_FAILED, r->end_status, r->reason);
-    return;
-  }
-  if (r->state == TG_REC_FREEING) { /* the trace is whole all the same */
-    format_ms(g, sizeof(g), FREE_GUARD_MS);
-    done_not_freed(r, "no answer to FreeBuffers within %s", g);
-    return;
-  }
-  if (r->stop == TG__REC_STOP_DEADLINE && r->state == TG_REC_STOPPING) {
-    format_ms(d, sizeof(d), r->duration_ms);
-    format_ms(g, sizeof(g), r->o.grace_ms);
-    format_ms(s, sizeof(s), r->o.deadline_stop_ms);
-    r->deadline_failed = true;
-    tg__rec_fail(r, -ETIMEDOUT, "the session did not end by its deadline "
-                 "(duration %s + grace %s), and not within %s of being "
-                 "stopped", d, g, s);
-    return;
-  }
-  tg__rec_fail(r, -ETIMEDOUT, "no answer in time (%s)",
-               r->state == TG_REC_STOPPING ? "stopping the session"
-                                           : "reading the end of the trace");
-}
-
-void tg__rec_arm_guard(tg_recording_t *r, uint64_t ms) {
-  uv_timer_start(&r->guard, on_guard, ms, 0);
-}
+/* --- the deadline ------------------------------------------------------- */
 
 static void disable_now(tg_recording_t *r);
 
@@ -368,7 +102,7 @@ static void on_ended(tg_consumer_t *c, void *ctx, int status, const char *msg) {
   if (!tg__rec_answer(r, c) || tg__rec_conn_going(status)) return;
   if (status) {
     /* The service ended it: there is no session to end. */
-    fail_now(r, false, status < 0 ? status : TG_EREMOTE_FAILED, msg);
+    tg__rec_fail_now(r, false, status < 0 ? status : TG_EREMOTE_FAILED, msg);
     return;
   }
   if (r->state == TG_REC_DRAINING || r->state == TG_REC_STATS) return;
@@ -624,28 +358,6 @@ void tg_recording_stop(tg_recording_t *r) {
   request_stop(r);
 }
 
-static void fail_now(tg_recording_t *r, bool end_session, int status,
-                     const char *reason) {
-  if (tg__rec_is_over(r) || r->state == TG_REC_FAILING) return;
-  /* A session that may still run is ended rather than left behind: a
-   * relay would detach it under our key, for nobody to take back. */
-  if (end_session && r->c && session_may_run(r) &&
-      tg_consumer_free_buffers(r->c, on_freed, r) == 0) {
-    r->inflight++;
-    r->end_status = status;
-    snprintf(r->reason, sizeof(r->reason), "%s", reason);
-    tg__rec_set_state(r, TG_REC_FAILING);
-    tg__rec_stop_timers(r);
-    tg__rec_arm_guard(r, FREE_GUARD_MS);
-    return;
-  }
-  tg__rec_end(r, TG_REC_FAILED, status, reason);
-}
-
-void tg_recording_fail(tg_recording_t *r, bool end_session, const char *reason) {
-  fail_now(r, end_session, TG_EREMOTE_FAILED, reason);
-}
-
 bool tg_recording_resumable(const tg_recording_t *r) {
   if (!r->o.resume_key) return false;
   /* STARTING: attached, the session ours, not followed yet; what the lost
@@ -669,8 +381,8 @@ void tg_recording_unbind(tg_recording_t *r) {
     return;
   }
   if (r->state == TG_REC_FREEING) {
-    done_not_freed(r, "the connection went before the service answered "
-                   "FreeBuffers");
+    tg__rec_done_not_freed(r, "the connection went before the service "
+                           "answered FreeBuffers");
     return;
   }
   uv_timer_stop(&r->reader);
@@ -733,7 +445,7 @@ int tg_recording_rebind(tg_recording_t *r, tg_consumer_t *c) {
 static void on_timer_closed(uv_handle_t *h) {
   tg_recording_t *r = h->data;
   r->open_timers--;
-  maybe_release(r);
+  tg__rec_maybe_release(r);
 }
 
 tg_recording_t *tg_recording_new(uv_loop_t *loop, const tg_recording_cbs_t *cbs,
@@ -821,36 +533,6 @@ const Perfetto__Protos__TraceConfig *tg_recording_config(const tg_recording_t *r
 uint64_t tg_recording_waiting_ms(const tg_recording_t *r, uint64_t now_ms) {
   if (r->rd.read != TG__READ_BUSY && r->rd.stats != TG__STATS_ASKED) return 0;
   return now_ms > r->last_rx_ms ? now_ms - r->last_rx_ms : 0;
-}
-
-const char *tg_recording_state_name(tg_rec_state_t s) {
-  switch (s) {
-    case TG_REC_IDLE: return "idle";
-    case TG_REC_ATTACHING:
-    case TG_REC_STARTING: return "starting";
-    case TG_REC_TRACING: return "tracing";
-    case TG_REC_STOPPING: return "stopping";
-    case TG_REC_DRAINING: return "reading the end";
-    case TG_REC_STATS: return "statistics";
-    case TG_REC_FREEING: return "freeing the session";
-    case TG_REC_FAILING: return "failing";
-    case TG_REC_DONE: return "done";
-    case TG_REC_DETACHED: return "detached";
-    case TG_REC_FAILED: return "FAILED";
-  }
-  return "?";
-}
-
-const char *tg_recording_binding_name(tg_rec_binding_t b) {
-  switch (b) {
-    case TG_REC_BOUND: return "bound";
-    case TG_REC_UNBOUND: return "reconnecting";
-    case TG_REC_REATTACHING: return "re-attaching";
-    case TG_REC_RESUMING:
-    case TG_REC_RESUMING_CUT: return "resuming";
-    case TG_REC_SYNCING: return "syncing";
-  }
-  return "?";
 }
 
 void tg_recording_replay_stats(const tg_recording_t *r,

@@ -1,7 +1,10 @@
 /* The recording engine's own parts, shared by recording.c (start, stop,
- * the end, rebind), recording_drain.c (reads, statistics, draining) and
- * recording_replay.c (acknowledging, resuming). Not for owners: they use
- * consumer/recording.h.
+ * rebind), recording_drain.c (reads, statistics, draining),
+ * recording_replay.c (acknowledging, resuming), recording_end.c
+ * (failures, the end, the guard) and recording_substate.c (the states'
+ * setters). Not for owners: they use consumer/recording.h. Calls go one
+ * way: recording.c -> recording_drain.c -> recording_replay.c ->
+ * recording_end.c -> recording_substate.c.
  *
  * A recording's state is two enums, each written by one function that
  * checks it against its table (recording.h):
@@ -152,7 +155,7 @@ struct tg_recording {
   uv_timer_t reader, stats, stopper, deadline, guard, ender;
 };
 
-/* --- recording.c ---------------------------------------------------------- */
+/* --- recording_substate.c: the states and their setters ------------------ */
 
 bool tg__rec_is_over(const tg_recording_t *r);
 /* The one lifecycle transition: checked against tg_rec_transition_ok();
@@ -166,6 +169,8 @@ void tg__rec_set_binding(tg_recording_t *r, tg_rec_binding_t to);
 void tg__rec_refuse(tg_recording_t *r, const char *what, const char *from,
                     const char *to);
 
+/* --- recording_end.c ------------------------------------------------------ */
+
 /* One callback of a call on |c| ran: true if it is news for the
  * recording (counts the call done; may release a freed recording). */
 bool tg__rec_answer(tg_recording_t *r, tg_consumer_t *c);
@@ -176,10 +181,22 @@ void tg__rec_end(tg_recording_t *r, tg_rec_state_t state, int status,
 /* A failure found by the engine: a session that may still run is ended. */
 void tg__rec_fail(tg_recording_t *r, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The same with a reason already made; |end_session|: a session that may
+ * still run is freed first (FAILING), else FAILED at once. */
+void tg__rec_fail_now(tg_recording_t *r, bool end_session, int status,
+                      const char *reason);
 void tg__rec_stop_timers(tg_recording_t *r);
 void tg__rec_arm_guard(tg_recording_t *r, uint64_t ms);
-
-/* --- recording_substate.c ------------------------------------------------- */
+/* After the final statistics (STATS): FreeBuffers (FREEING), then DONE;
+ * DONE at once, saying why, when it cannot be sent. */
+void tg__rec_free_at_end(tg_recording_t *r);
+/* DONE, the session not freed: the reason says why (and that the trace
+ * is whole). */
+void tg__rec_done_not_freed(tg_recording_t *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Frees |r| once tg_recording_free marked it and no timer and no call
+ * can reach it any more. */
+void tg__rec_maybe_release(tg_recording_t *r);
 
 /* The reader's sub-states and the stop's latch (the arrows above), each
  * checked like tg__rec_set_state(); the check alone, for tests: */
@@ -205,9 +222,6 @@ void tg__rec_read_now(tg_recording_t *r);
  * dropped or was closed): counted, and checked after the rebind. */
 void tg__rec_read_cut(tg_recording_t *r);
 void tg__rec_final_stats(tg_recording_t *r);
-/* After the final statistics (STATS): FreeBuffers (FREEING), then DONE;
- * DONE at once, saying why, when it cannot be sent (recording.c). */
-void tg__rec_free_at_end(tg_recording_t *r);
 void tg__rec_on_stats_timer(uv_timer_t *t);
 void tg__rec_on_read_timer(uv_timer_t *t);
 /* The session ended: final reads (when streaming), then final stats. */

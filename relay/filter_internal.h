@@ -61,10 +61,11 @@ int tg__relay_deny(tg_relay_filter_t *f, tg_relay_verdict_t *v,
 int tg__relay_deny_call(tg_relay_filter_t *f, tg_relay_verdict_t *v,
                         bool drop_reply, const char *method, tg_buf_t *out);
 
-/* --- calls in flight (frame_filter.c) --------------------------------------
+/* --- calls in flight (filter_calls.c) --------------------------------------
  * One entry per call whose reply is still to come, keyed by request id,
- * unique in the table. Only frame_filter.c reads the table to match a
- * reply; the others add the relay's own calls. */
+ * unique in the table: client calls are refused while their id is in
+ * flight, and the relay's own ids are reserved. Only frame_filter.c reads
+ * the table to match a reply; the others add the relay's own calls. */
 
 /* Returns 0, or -ENOSPC when the table is full. |id| must not be in
  * flight. */

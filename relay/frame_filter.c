@@ -61,36 +61,9 @@ static void note_owned(void *ctx, uint64_t id) {
 
 /* --- calls in flight ------------------------------------------------------ */
 
-/* Request ids are unique in the table: client calls are refused while
- * their id is in flight (in_flight() before tg__relay_track()), and the
- * relay's own ids are reserved. */
-
-int tg__relay_track(tg_relay_filter_t *f, uint64_t id,
-                    tg_relay_track_kind_t kind) {
-  if (f->n_tracked == TG_RELAY_FILTER_MAX_TRACKED) return -ENOSPC;
-  f->tracked[f->n_tracked].request_id = id;
-  f->tracked[f->n_tracked].kind = kind;
-  f->n_tracked++;
-  return 0;
-}
-
-tg_relay_track_kind_t tg__relay_tracked(const tg_relay_filter_t *f,
-                                        uint64_t id, size_t *at) {
-  for (size_t i = 0; i < f->n_tracked; i++)
-    if (f->tracked[i].request_id == id) {
-      *at = i;
-      return f->tracked[i].kind;
-    }
-  return TG_TRACK_NONE;
-}
-
 static bool in_flight(const tg_relay_filter_t *f, uint64_t id) {
   size_t at;
   return tg__relay_tracked(f, id, &at) != TG_TRACK_NONE;
-}
-
-void tg__relay_untrack(tg_relay_filter_t *f, size_t at) {
-  f->tracked[at] = f->tracked[--f->n_tracked];
 }
 
 /* The session left this connection: its EnableTracing will never get a
@@ -175,13 +148,6 @@ static const char *consumer_method(const tg_relay_filter_t *f, uint32_t id) {
   for (size_t i = 0; i < f->n_methods; i++)
     if (f->methods[i].id == id) return f->methods[i].name;
   return NULL;
-}
-
-uint32_t tg__relay_consumer_method_id(const tg_relay_filter_t *f,
-                                      const char *name) {
-  for (size_t i = 0; i < f->n_methods; i++)
-    if (!strcmp(f->methods[i].name, name)) return f->methods[i].id;
-  return 0;
 }
 
 /* EnableTracing: refuse what would need a file descriptor. Returns 1 to

@@ -25,15 +25,6 @@
 #include "service/session.h"
 #include "tracegate/error.h"
 
-void tg__flush_call_free(tg__flush_call_t *fc) {
-  tg__trigger_info_free(&fc->trigger);
-  free(fc);
-}
-
-void tg__cport_fail(tg_ipc_call_t call) {
-  tg_ipc_reply(&call, false, false, NULL, -1);
-}
-
 static tg_consumer_conn_t *consumer_of(tg_service_t *svc,
                                        tg_ipc_call_t call) {
   tg_consumer_conn_t *c = call.conn->user;

@@ -10,7 +10,10 @@
  *   consumer_port_read.c     ReadBuffers, streamed
  *   consumer_port_clone.c    CloneSession
  * A handler gets its connection, the call and the decoded request,
- * borrowed for the call: it copies what it keeps.
+ * borrowed for the call: it copies what it keeps. The dispatcher calls
+ * the handlers, never the other way (what both use is inline below);
+ * consumer_port_control.c calls consumer_port_clone.c, never the other
+ * way.
  */
 #ifndef TRACEGATE_SERVICE_CONSUMER_PORT_INTERNAL_H
 #define TRACEGATE_SERVICE_CONSUMER_PORT_INTERNAL_H
@@ -18,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "common/list.h"
 #include "ipc/host.h"
@@ -42,7 +46,12 @@ typedef struct tg__flush_call {
   tg_trigger_info_t trigger;
 } tg__flush_call_t;
 
-void tg__flush_call_free(tg__flush_call_t *fc);
+/* Inline: consumer_port.c and the handlers both free them, and the
+ * handlers never call back into the dispatcher's file. */
+static inline void tg__flush_call_free(tg__flush_call_t *fc) {
+  tg__trigger_info_free(&fc->trigger);
+  free(fc);
+}
 
 typedef struct tg_consumer_conn {
   tg_service_t *svc;
@@ -79,7 +88,9 @@ typedef struct tg__enable_args {
 } tg__enable_args_t;
 
 /* Answers |call| with success = false. */
-void tg__cport_fail(tg_ipc_call_t call);
+static inline void tg__cport_fail(tg_ipc_call_t call) {
+  tg_ipc_reply(&call, false, false, NULL, -1);
+}
 
 /* --- the handlers: |req| is the decoded request (a tg__enable_args_t for
  * EnableTracing) --------------------------------------------------------- */

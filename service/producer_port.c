@@ -31,7 +31,7 @@ static tg_producer_t *producer_of(tg_ipc_call_t call) {
   return call.conn->user;
 }
 
-tg_producer_t *tg__producer_by_id(tg_service_t *svc, uint16_t id) {
+static tg_producer_t *producer_by_id(tg_service_t *svc, uint16_t id) {
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &svc->producers) {
     tg_producer_t *p = TG_CONTAINER_OF(it, tg_producer_t, node);
@@ -47,7 +47,7 @@ static uint16_t allocate_producer_id(tg_service_t *svc) {
     uint16_t id = (uint16_t)(svc->last_producer_id + 1);
     if (id == 0) id = 1;
     svc->last_producer_id = id;
-    if (!tg__producer_by_id(svc, id)) return id;
+    if (!producer_by_id(svc, id)) return id;
   }
   return 0;
 }
@@ -156,8 +156,8 @@ static void send_ds_command(tg_ds_instance_t *inst,
   send_command(inst->producer, &cmd, -1);
 }
 
-int tg__producer_setup_instance(tg_ds_instance_t *inst,
-                                const Perfetto__Protos__DataSourceConfig *cfg) {
+static int cmd_setup_instance(tg_ds_instance_t *inst,
+                              const Perfetto__Protos__DataSourceConfig *cfg) {
   tg_producer_t *p = inst->producer;
   if (!p->smb_map) {
     int rv = tg__producer_smb_create(p, inst->session);
@@ -187,12 +187,12 @@ int tg__producer_setup_instance(tg_ds_instance_t *inst,
   return 0;
 }
 
-void tg__producer_start_instance(tg_ds_instance_t *inst,
-                                 const Perfetto__Protos__DataSourceConfig *cfg) {
+static void cmd_start_instance(tg_ds_instance_t *inst,
+                               const Perfetto__Protos__DataSourceConfig *cfg) {
   send_ds_command(inst, cfg, true);
 }
 
-void tg__producer_stop_instance(tg_ds_instance_t *inst) {
+static void cmd_stop_instance(tg_ds_instance_t *inst) {
   Perfetto__Protos__GetAsyncCommandResponse cmd =
       PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
   Perfetto__Protos__GetAsyncCommandResponse__StopDataSource st =
@@ -204,8 +204,8 @@ void tg__producer_stop_instance(tg_ds_instance_t *inst) {
   send_command(inst->producer, &cmd, -1);
 }
 
-void tg__producer_flush(tg_producer_t *p, uint64_t flush_id,
-                        const uint64_t *ids, size_t n) {
+static void cmd_flush(tg_producer_t *p, uint64_t flush_id,
+                      const uint64_t *ids, size_t n) {
   Perfetto__Protos__GetAsyncCommandResponse cmd =
       PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
   Perfetto__Protos__GetAsyncCommandResponse__Flush fl =
@@ -219,8 +219,8 @@ void tg__producer_flush(tg_producer_t *p, uint64_t flush_id,
   send_command(p, &cmd, -1);
 }
 
-void tg__producer_clear_incremental_state(tg_producer_t *p, const uint64_t *ids,
-                                          size_t n) {
+static void cmd_clear_incremental_state(tg_producer_t *p,
+                                        const uint64_t *ids, size_t n) {
   Perfetto__Protos__GetAsyncCommandResponse cmd =
       PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
   Perfetto__Protos__GetAsyncCommandResponse__ClearIncrementalState c =
@@ -709,7 +709,19 @@ static const tg_ipc_method_def_t producer_methods[] = {
     {"UpdateDataSource", m_update_data_source},
 };
 
+/* What the sessions ask of producers (session.h). */
+static const tg_producer_ops_t producer_ops = {
+    .setup_instance = cmd_setup_instance,
+    .start_instance = cmd_start_instance,
+    .stop_instance = cmd_stop_instance,
+    .flush = cmd_flush,
+    .clear_incremental_state = cmd_clear_incremental_state,
+    .scrape = tg__producer_scrape,
+    .by_id = producer_by_id,
+};
+
 void tg__producer_port_bind(tg_service_t *svc, tg_ipc_service_def_t *def) {
+  svc->producer_ops = &producer_ops;
   memset(def, 0, sizeof(*def));
   def->name = "ProducerPort";
   def->methods = producer_methods;

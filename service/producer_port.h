@@ -4,7 +4,8 @@
  * (producer_smb.c writes the SMB fields and abuse counters of the same
  * producer). Must never: write a session or a data source instance (it
  * reports to session.h, which owns both), or trust a producer's bytes
- * before they are checked.
+ * before they are checked. The sessions reach it only through the
+ * tg_producer_ops_t it installs: it calls them, never the other way.
  */
 #ifndef TRACEGATE_SERVICE_PRODUCER_PORT_H
 #define TRACEGATE_SERVICE_PRODUCER_PORT_H
@@ -78,18 +79,8 @@ struct tg_producer {
   bool logged_refusal;     /* the first refused request was logged */
 };
 
+/* Serves ProducerPort on |def| and installs the ops through which the
+ * sessions drive producers (svc->producer_ops, session.h). */
 void tg__producer_port_bind(tg_service_t *svc, tg_ipc_service_def_t *def);
-/* Sends SetupDataSource for |inst| (creates the SMB on first use). */
-int tg__producer_setup_instance(tg_ds_instance_t *inst,
-                                const Perfetto__Protos__DataSourceConfig *cfg);
-/* Sends StartDataSource; the instance's state is the session's business. */
-void tg__producer_start_instance(tg_ds_instance_t *inst,
-                                 const Perfetto__Protos__DataSourceConfig *cfg);
-void tg__producer_stop_instance(tg_ds_instance_t *inst);
-void tg__producer_flush(tg_producer_t *p, uint64_t flush_id,
-                        const uint64_t *instance_ids, size_t n);
-void tg__producer_clear_incremental_state(tg_producer_t *p,
-                                          const uint64_t *ids, size_t n);
-tg_producer_t *tg__producer_by_id(tg_service_t *svc, uint16_t id);
 
 #endif /* TRACEGATE_SERVICE_PRODUCER_PORT_H */

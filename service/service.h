@@ -87,6 +87,9 @@ struct tg_service {
   tg_ipc_host_t *producer_host;
   tg_ipc_host_t *consumer_host;
   tg_list_t producers; /* tg_producer_t, producer_port.c */
+  /* How the sessions reach producers (session.h); set by producer_port.c
+   * when it binds, before any session exists. */
+  const struct tg_producer_ops *producer_ops;
   tg_list_t sessions;  /* tg_session_t, session.c */
   tg_list_t consumers; /* tg_consumer_conn_t, consumer_port.c */
   size_t n_producers;

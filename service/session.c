@@ -13,7 +13,6 @@
 #include "common/log.h"
 #include "common/notice.h"
 #include "service/producer_port.h"
-#include "service/producer_smb.h"
 #include "service/readout.h"
 #include "service/session.h"
 
@@ -91,12 +90,14 @@ int tg__session_set_state(tg_session_t *s, enum tg_session_state to,
 
 static void maybe_release(tg_session_t *s);
 
-void tg__session_timer_closed(tg_session_t *s) {
+/* One of |s|'s timers closed (session_triggers.c calls it back for its
+ * waits): frees |s| once the last has, if freeing. */
+static void timer_closed(tg_session_t *s) {
   s->open_timers--;
   maybe_release(s);
 }
 
-static void on_timer_closed(uv_handle_t *h) { tg__session_timer_closed(h->data); }
+static void on_timer_closed(uv_handle_t *h) { timer_closed(h->data); }
 
 static void timer_init(tg_session_t *s, uv_timer_t *t) {
   uv_timer_init(s->svc->loop, t);
@@ -164,7 +165,7 @@ static void instance_state_changed(tg_ds_instance_t *inst) {
 static void start_instance(tg_ds_instance_t *inst,
                            const Perfetto__Protos__DataSourceConfig *cfg) {
   inst->state = inst->will_notify_on_start ? TG_DS_STARTING : TG_DS_STARTED;
-  tg__producer_start_instance(inst, cfg);
+  inst->session->svc->producer_ops->start_instance(inst, cfg);
   if (inst->state == TG_DS_STARTED) instance_state_changed(inst);
 }
 
@@ -231,6 +232,13 @@ static void on_start_timeout(uv_timer_t *t) {
   log_not_started(s, when);
 }
 
+/* Each flush names the overdue instances again, until none is
+ * (session_flush.c tells each start). */
+static void on_flush_started(tg_session_t *s) {
+  if (s->start_overdue && !tg__session_report_not_started(s, s))
+    s->start_overdue = false;
+}
+
 /* Unlinks |inst| from its producer (if still attached) and its session,
  * and frees it. */
 static void instance_destroy(tg_ds_instance_t *inst) {
@@ -271,7 +279,7 @@ static void maybe_instantiate(tg_session_t *s, size_t cfg_idx, tg_producer_t *p,
   tg_list_insert_tail(&s->instances, &inst->session_node);
   tg_list_insert_tail(&p->instances, &inst->producer_node);
   if (grant_right(s, p->ident.producer_id, inst->target_buffer) < 0 ||
-      tg__producer_setup_instance(inst, cds->config) < 0) {
+      s->svc->producer_ops->setup_instance(inst, cds->config) < 0) {
     instance_destroy(inst);
     return;
   }
@@ -372,7 +380,7 @@ tg_session_t *tg__session_create(tg_service_t *svc, const uint8_t *cfg_bytes,
   s->consumer_uid = conn->chan.peer_uid;
   tg_list_init(&s->instances);
   tg_list_init(&s->clone_waits);
-  tg__session_flushes_init(&s->flushes);
+  tg__session_flushes_init(&s->flushes, on_flush_started);
   tg__readout_init(&s->readout);
   if (tg__readout_filter_new(&s->readout.filter, cfg, err, errlen) < 0)
     goto fail;
@@ -520,7 +528,7 @@ static void on_clear_period(uv_timer_t *t) {
     size_t n;
     uint64_t *ids = tg__session_instance_ids(p, s, handles_clear, &n);
     if (!ids) continue;
-    tg__producer_clear_incremental_state(p, ids, n);
+    s->svc->producer_ops->clear_incremental_state(p, ids, n);
     free(ids);
   }
 }
@@ -581,7 +589,7 @@ static void on_stop_timeout(uv_timer_t *t) {
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &s->instances) {
     tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, session_node);
-    if (inst->producer) tg__producer_scrape(inst->producer, s);
+    if (inst->producer) s->svc->producer_ops->scrape(inst->producer, s);
     instance_destroy(inst);
   }
   finalize_disable(s);
@@ -599,7 +607,7 @@ static void instance_stopped(tg_ds_instance_t *inst) {
 void tg__session_instance_gone(tg_ds_instance_t *inst) {
   /* What it wrote before stopping may still sit in the SMB. */
   if (inst->producer) {
-    tg__producer_scrape(inst->producer, inst->session);
+    inst->session->svc->producer_ops->scrape(inst->producer, inst->session);
     tg_list_remove(&inst->producer_node);
   }
   inst->producer = NULL;
@@ -626,9 +634,9 @@ void tg__session_disable(tg_session_t *s) {
     tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, session_node);
     if (!inst->producer) continue;
     inst->state = TG_DS_STOPPING;
-    tg__producer_stop_instance(inst);
+    s->svc->producer_ops->stop_instance(inst);
     if (!inst->will_notify_on_stop) {
-      tg__producer_scrape(inst->producer, s);
+      s->svc->producer_ops->scrape(inst->producer, s);
       tg_list_remove(&inst->producer_node);
       inst->producer = NULL;
       instance_stopped(inst);
@@ -700,7 +708,7 @@ static void trigger_fired(tg_session_t *s, const tg_trigger_info_t *t) {
        * triggers close together give two snapshots. */
       if (s->state != TG_SESSION_STARTED) return;
       s->trigger_state = TG_TRIG_FIRED;
-      tg__session_clone_wait(s, t);
+      if (tg__session_clone_wait(s, t, timer_closed) == 0) s->open_timers++;
       return;
     default:
       return;

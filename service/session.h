@@ -7,9 +7,11 @@
  * (matchers, producer filters) and session_flush.c (flush bookkeeping;
  * Flush requests and acks go through session_flush.h), each for its own
  * part, and by readout.c for the tg_readout_t it embeds. Must never call
- * into a port's file: producers are driven through producer_port.h,
- * consumers hear about the session through the observer installed at
- * creation.
+ * into a port's file: producers are driven through the tg_producer_ops_t
+ * producer_port.c installs (below), consumers hear about the session
+ * through the observer installed at creation. The ports call down into
+ * the sessions; the session files call down into session_flush.c and
+ * session_triggers.c, which answer through callbacks.
  *
  * Lifecycle (every change through tg__session_set_state, which refuses
  * any other): CONFIGURED (deferred_start or waiting for a START trigger)
@@ -300,6 +302,28 @@ tg_session_t *tg__session_find(tg_service_t *svc, uint64_t id, const char *name)
 
 /* --- producer side ---------------------------------------------------------- */
 
+/* What the sessions ask of producers: producer_port.c installs its table
+ * in svc->producer_ops when it binds (tg__producer_port_bind), so that
+ * session.c and session_flush.c never call a port's file. */
+typedef struct tg_producer_ops {
+  /* Sends SetupDataSource for |inst| (creates the SMB on first use). */
+  int (*setup_instance)(tg_ds_instance_t *inst,
+                        const Perfetto__Protos__DataSourceConfig *cfg);
+  /* Sends StartDataSource; the instance's state is the session's. */
+  void (*start_instance)(tg_ds_instance_t *inst,
+                         const Perfetto__Protos__DataSourceConfig *cfg);
+  void (*stop_instance)(tg_ds_instance_t *inst);
+  void (*flush)(tg_producer_t *p, uint64_t flush_id,
+                const uint64_t *instance_ids, size_t n);
+  void (*clear_incremental_state)(tg_producer_t *p, const uint64_t *ids,
+                                  size_t n);
+  /* Copies |p|'s chunks still being written for |s| (NULL: every
+   * session) into their buffers (producer_smb.h). */
+  void (*scrape)(tg_producer_t *p, tg_session_t *s);
+  /* The connected producer with |id|, or NULL. */
+  tg_producer_t *(*by_id)(tg_service_t *svc, uint16_t id);
+} tg_producer_ops_t;
+
 /* A producer registered a data source: existing sessions may want it. */
 void tg__session_on_data_source_registered(tg_service_t *svc,
                                            tg_producer_t *p,
@@ -331,8 +355,12 @@ int tg__session_triggers_add(tg_session_t *s, const tg_trigger_info_t *t);
  * trace and forgets them in |src|. */
 void tg__session_triggers_move(tg_session_t *src, tg_session_t *clone);
 /* CLONE_SNAPSHOT: |t| (copied) is told to the observer's clone_trigger
- * after its delay_ms, unless |s| stops first. */
-void tg__session_clone_wait(tg_session_t *s, const tg_trigger_info_t *t);
+ * after its delay_ms, unless |s| stops first. Returns 0 when it waits on
+ * a timer of its own, for which |closed| runs once, after it closed (the
+ * caller counts it in open_timers); a negative code when |t| is dropped
+ * (logged), and |closed| never runs. */
+int tg__session_clone_wait(tg_session_t *s, const tg_trigger_info_t *t,
+                           void (*closed)(tg_session_t *s));
 /* The oldest hit of trigger |name| (and |producer_name| unless NULL or
  * empty) told for |s| and not yet answered by a successful clone, or
  * NULL. Borrowed: valid until |s|'s hits change. */
@@ -348,8 +376,6 @@ void tg__session_triggers_close(tg_session_t *s);
 /* The strings of every trigger |s| keeps. */
 void tg__session_triggers_free(tg_session_t *s);
 void tg__trigger_info_free(tg_trigger_info_t *t);
-/* One of |s|'s timers closed: frees |s| once the last has, if freeing. */
-void tg__session_timer_closed(tg_session_t *s);
 
 /* --- lookups ---------------------------------------------------------------- */
 

@@ -46,7 +46,8 @@ tg_session_t *tg__session_clone(tg_session_t *src, tg_ipc_host_conn_t *conn,
   s->observer = src->observer;
   tg_list_init(&s->instances);
   tg_list_init(&s->clone_waits);
-  tg__session_flushes_init(&s->flushes);
+  /* A clone never starts: no start overdue to name again at a flush. */
+  tg__session_flushes_init(&s->flushes, NULL);
   tg__readout_init(&s->readout);
   /* Its own copy of the config: the source may be freed first. */
   s->config = perfetto__protos__trace_config__unpack(NULL, src->config_len,

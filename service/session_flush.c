@@ -4,13 +4,14 @@
 
 #include "common/log.h"
 #include "service/producer_port.h"
-#include "service/producer_smb.h"
 #include "service/readout.h"
 #include "service/session.h"
 #include "service/session_flush.h"
 
-void tg__session_flushes_init(tg_session_flushes_t *fl) {
+void tg__session_flushes_init(tg_session_flushes_t *fl,
+                              void (*started)(tg_session_t *s)) {
   tg_list_init(&fl->pending);
+  fl->started = started;
   fl->requested = fl->succeeded = fl->failed = 0;
 }
 
@@ -60,12 +61,13 @@ static void flush_complete(tg_pending_flush_t *f, int status) {
 static void on_flush_timeout(uv_timer_t *t) {
   tg_pending_flush_t *f = t->data;
   tg_session_t *s = f->session;
+  const tg_producer_ops_t *ops = s->svc->producer_ops;
   TG_WARN("session %llu: flush %llu timed out, %zu producer(s) did not ack",
           (unsigned long long)s->id, (unsigned long long)f->request_id,
           f->n_waiting);
   for (size_t i = 0; i < f->n_waiting; i++) {
-    tg_producer_t *p = tg__producer_by_id(s->svc, f->waiting[i]);
-    if (p) tg__producer_scrape(p, s);
+    tg_producer_t *p = ops->by_id(s->svc, f->waiting[i]);
+    if (p) ops->scrape(p, s);
   }
   flush_complete(f, -ETIMEDOUT);
 }
@@ -91,8 +93,7 @@ void tg__session_flush_start(tg_session_t *s, uint32_t timeout_ms,
   f->timer.data = f;
   tg_list_insert_tail(&s->flushes.pending, &f->node);
   tg__readout_service_event(s, 9 /* flush_started */);
-  if (s->start_overdue && !tg__session_report_not_started(s, s))
-    s->start_overdue = false;
+  if (s->flushes.started) s->flushes.started(s);
 
   /* One Flush command per producer, naming its instances of this session. */
   tg_list_t *it, *tmp;
@@ -102,7 +103,7 @@ void tg__session_flush_start(tg_session_t *s, uint32_t timeout_ms,
     uint64_t *ids = tg__session_instance_ids(p, s, wants_flush, &n);
     if (!ids) continue;
     f->waiting[f->n_waiting++] = p->ident.producer_id;
-    tg__producer_flush(p, f->request_id, ids, n);
+    s->svc->producer_ops->flush(p, f->request_id, ids, n);
     free(ids);
   }
   if (f->n_waiting == 0) { /* no producer to wait for */
@@ -124,8 +125,9 @@ static void flush_producer_done(tg_pending_flush_t *f, uint16_t producer_id) {
     /* Threads that were idle still hold partial chunks the producer could
      * not commit for them: read those too, as Perfetto's service does
      * when a flush completes. */
-    tg_producer_t *p = tg__producer_by_id(f->session->svc, producer_id);
-    if (p) tg__producer_scrape(p, f->session);
+    const tg_producer_ops_t *ops = f->session->svc->producer_ops;
+    tg_producer_t *p = ops->by_id(f->session->svc, producer_id);
+    if (p) ops->scrape(p, f->session);
     break;
   }
   if (f->n_waiting == 0) flush_complete(f, 0);

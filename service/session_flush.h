@@ -3,7 +3,10 @@
  *
  * Owns: tg_session_flushes_t and its tg_pending_flush_t entries. Must
  * never answer a consumer itself (completion goes to the session observer
- * or to the internal |done| callback) nor change the session's state.
+ * or to the internal |done| callback) nor change the session's state, nor
+ * call session.c, which calls it: a flush's start goes back to the session
+ * through |started|, producers are reached through the session's
+ * tg_producer_ops_t.
  */
 #ifndef TRACEGATE_SERVICE_SESSION_FLUSH_H
 #define TRACEGATE_SERVICE_SESSION_FLUSH_H
@@ -32,6 +35,9 @@ typedef struct tg_pending_flush {
 
 typedef struct tg_session_flushes {
   tg_list_t pending; /* tg_pending_flush_t.node */
+  /* Each flush of the session, as it starts (before its Flush commands
+   * go out); NULL: nothing to tell. */
+  void (*started)(tg_session_t *s);
   uint64_t requested, succeeded, failed;
 } tg_session_flushes_t;
 
@@ -42,7 +48,8 @@ void tg__session_flush(tg_session_t *s, uint32_t timeout_ms, uint64_t cookie);
 void tg__session_flush_ack(tg_service_t *svc, tg_producer_t *p,
                            uint64_t flush_id);
 
-void tg__session_flushes_init(tg_session_flushes_t *fl);
+void tg__session_flushes_init(tg_session_flushes_t *fl,
+                              void (*started)(tg_session_t *s));
 /* Starts a flush of |s|. Completion, possibly before this returns: the
  * observer's flush_done with |cookie| if it is not 0, then |done|. */
 void tg__session_flush_start(tg_session_t *s, uint32_t timeout_ms,

@@ -5,7 +5,8 @@
  *
  * Owns: the session's triggers[], clone_waits and clone_hits[]. Must
  * never start, stop or clone a session: it tells the observer, whose
- * consumer clones.
+ * consumer clones. It never calls session.c, which calls it: a wait's
+ * closed timer goes back through the callback session.c gave.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -23,6 +24,7 @@ typedef struct clone_wait {
   tg_session_t *s;
   tg_list_t node;
   tg_trigger_info_t t;
+  void (*closed)(tg_session_t *s);
 } clone_wait_t;
 
 void tg__trigger_info_free(tg_trigger_info_t *t) {
@@ -72,9 +74,10 @@ void tg__session_triggers_move(tg_session_t *src, tg_session_t *clone) {
 static void on_wait_closed(uv_handle_t *h) {
   clone_wait_t *w = h->data;
   tg_session_t *s = w->s;
+  void (*closed)(tg_session_t *) = w->closed;
   tg__trigger_info_free(&w->t);
   free(w);
-  tg__session_timer_closed(s);
+  closed(s);
 }
 
 static void wait_end(clone_wait_t *w) {
@@ -99,7 +102,8 @@ static void on_wait_done(uv_timer_t *t) {
   wait_end(w);
 }
 
-void tg__session_clone_wait(tg_session_t *s, const tg_trigger_info_t *t) {
+int tg__session_clone_wait(tg_session_t *s, const tg_trigger_info_t *t,
+                           void (*closed)(tg_session_t *s)) {
   if (s->n_clone_waits >= TG_SESSION_MAX_CLONE_WAITS) {
     if (!s->clone_waits_full_said)
       TG_WARN("session %llu: %u CLONE_SNAPSHOT triggers already wait for "
@@ -107,22 +111,23 @@ void tg__session_clone_wait(tg_session_t *s, const tg_trigger_info_t *t) {
               "clone nothing", (unsigned long long)s->id,
               TG_SESSION_MAX_CLONE_WAITS, t->name);
     s->clone_waits_full_said = true;
-    return;
+    return -ENOSPC;
   }
   clone_wait_t *w = calloc(1, sizeof(*w));
   if (!w || info_copy(&w->t, t) < 0) {
     free(w);
     TG_WARN("session %llu: out of memory: trigger '%s' clones nothing",
             (unsigned long long)s->id, t->name);
-    return;
+    return -ENOMEM;
   }
   w->s = s;
+  w->closed = closed;
   uv_timer_init(s->svc->loop, &w->timer);
   w->timer.data = w;
-  s->open_timers++;
   tg_list_insert_tail(&s->clone_waits, &w->node);
   s->n_clone_waits++;
   uv_timer_start(&w->timer, on_wait_done, t->delay_ms, 0);
+  return 0;
 }
 
 static ptrdiff_t hit_index(const tg_session_t *s, const char *name,

@@ -1,11 +1,15 @@
 /* A fleet's hosts admitted through its windows: see host.h ("The fleet's
- * admission") and admit.h. */
+ * admission") and admit.h. It starts the hosts (host.c); they tell it of
+ * their events through the hooks it installs (host_internal.h). */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "consumer/fleet/host_internal.h"
 
+static const struct tg__fleet_hooks fleet_hooks;
+
 int tg_fleet_init(tg_fleet_t *f) {
+  f->hooks = &fleet_hooks;
   f->hosts = calloc(f->n ? f->n : 1, sizeof(*f->hosts));
   if (!f->hosts) return -ENOMEM;
   tg_fleet_admit_init(&f->admit, f->n, 0, 0);
@@ -60,7 +64,7 @@ static void burst_more(tg_fleet_t *f) {
  * reconnects through RECONNECTING and RESUMING (link.h). A burst cut by a
  * lost link or an end gives its place back: a reconnection makes a whole
  * burst of its own. */
-void tg__fleet_link_changed(tg_fleet_host_t *h, tg_link_state_t from) {
+static void link_changed(tg_fleet_host_t *h, tg_link_state_t from) {
   tg_fleet_t *f = h->fleet;
   if (h->e->slot == TG_FLEET_SLOT_STARTING && tg_link_starting(from) &&
       !tg_link_starting(h->e->link.state))
@@ -71,7 +75,7 @@ void tg__fleet_link_changed(tg_fleet_host_t *h, tg_link_state_t from) {
   }
 }
 
-void tg__fleet_burst_ended(tg_fleet_host_t *h) {
+static void burst_ended(tg_fleet_host_t *h) {
   if (h->e->slot != TG_FLEET_SLOT_BURSTING) return;
   tg_fleet_admit_release(&h->fleet->admit, &h->e->slot);
   burst_more(h->fleet);
@@ -79,7 +83,7 @@ void tg__fleet_burst_ended(tg_fleet_host_t *h) {
 
 /* The last host to trace lets the held bursts and the deferred first
  * reads go on. */
-void tg__fleet_traced(tg_fleet_host_t *h) {
+static void traced(tg_fleet_host_t *h) {
   tg_fleet_t *f = h->fleet;
   tg_fleet_start(f);
   if (f->n < 2 || f->traced != f->n) return;
@@ -87,3 +91,10 @@ void tg__fleet_traced(tg_fleet_host_t *h) {
   for (size_t i = 0; i < f->n; i++)
     if (f->hosts[i]) tg_fleet_host_fleet_started(f->hosts[i]);
 }
+
+static const struct tg__fleet_hooks fleet_hooks = {
+    .link_changed = link_changed,
+    .traced = traced,
+    .burst_ended = burst_ended,
+    .place_freed = tg_fleet_start,
+};

@@ -1,6 +1,10 @@
 /* One remote host of a fleet: the link's side (host.h). Connects through
  * the owner's dialer, reconnects after a lost link, runs the recording,
- * and ends the host. Preparing each connection is host_prep.c's.
+ * and ends the host. Preparing each connection is host_prep.c's, which
+ * calls back into this file by design (tg__fleet_after_prep, _fail,
+ * _notice, _prep_failed): it is this engine's preparation step, split
+ * out for size, and reports each part's end to the engine that asked
+ * (tests/layout/cycles_allow.txt).
  *
  * Every consumer callback first checks that it belongs to the current
  * connection; calls that fail because the connection is going away
@@ -73,7 +77,7 @@ static void on_link_state(tg_link_t *l, tg_link_state_t from, const char *why) {
   (void)why;
   tg_fleet_host_t *h = l->data;
   report_link(h);
-  tg__fleet_link_changed(h, from);
+  h->fleet->hooks->link_changed(h, from);
   if (cbs(h)->on_state) cbs(h)->on_state(h, from);
   arm(h);
 }
@@ -126,7 +130,7 @@ static void finish(tg_fleet_host_t *h) {
   h->e->rec = NULL;
   tg_fleet_t *fleet = h->fleet;
   cbs(h)->on_finished(h);
-  tg_fleet_start(fleet); /* its place, if it held one, is free */
+  fleet->hooks->place_freed(fleet); /* if it held one */
 }
 
 /* In CLOSING or FAILING: the connection goes, then finish(). */
@@ -495,7 +499,7 @@ static void on_rec_state(tg_recording_t *rec, tg_rec_state_t from,
   if (to != TG_REC_TRACING || h->e->has_traced) return;
   h->e->has_traced = true;
   h->fleet->traced++;
-  tg__fleet_traced(h);
+  h->fleet->hooks->traced(h);
   if (cbs(h)->on_tracing) cbs(h)->on_tracing(h);
 }
 
@@ -647,7 +651,7 @@ static void fail_without_engine(tg_fleet_host_t *h) {
   if (cbs(h)->on_closing) (void)cbs(h)->on_closing(h, true);
   tg_fleet_t *fleet = h->fleet;
   cbs(h)->on_finished(h);
-  tg_fleet_start(fleet);
+  fleet->hooks->place_freed(fleet);
 }
 
 void tg_fleet_host_stop(tg_fleet_host_t *h) {

@@ -219,6 +219,8 @@ struct tg_fleet {
   tg_fleet_host_t **hosts;
   tg_fleet_admit_t admit;
   bool starting; /* inside tg_fleet_start: a nested call returns at once */
+  /* Set by tg_fleet_init: how the hosts tell the admission (fleet.c). */
+  const struct tg__fleet_hooks *hooks;
 };
 
 /* The fleet's admission (fleet.c). Every host stays valid (registered in

@@ -86,13 +86,21 @@ static inline bool tg__fleet_reply_is_news(const tg_fleet_host_t *h,
 
 /* --- fleet.c ----------------------------------------------------------------- */
 
-/* The admission's hooks, called by host.c and host_prep.c before the
- * owner hears of the same event. */
-void tg__fleet_link_changed(tg_fleet_host_t *h, tg_link_state_t from);
-void tg__fleet_traced(tg_fleet_host_t *h);
-void tg__fleet_burst_ended(tg_fleet_host_t *h);
+/* The admission's hooks, which tg_fleet_init (fleet.c) installs in
+ * tg_fleet_t.hooks: host.c and host_prep.c call them before the owner
+ * hears of the same event, and never call fleet.c, which starts them. */
+struct tg__fleet_hooks {
+  void (*link_changed)(tg_fleet_host_t *h, tg_link_state_t from);
+  void (*traced)(tg_fleet_host_t *h);
+  void (*burst_ended)(tg_fleet_host_t *h);
+  /* A host finished: its place in a window, if it held one, is free. */
+  void (*place_freed)(tg_fleet_t *f);
+};
 
 /* --- host.c ------------------------------------------------------------------ */
+
+/* host_prep.c calls these back by design: it is host.c's preparation of a
+ * connection, split out for size (host.c's header). */
 
 /* Tells the owner (and the info log) one line about |h|, its text led by
  * |code|'s tag (common/notice.h). */

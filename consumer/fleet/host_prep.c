@@ -209,7 +209,7 @@ static void clock_next(tg_fleet_host_t *h) {
     if (rv == 0 && was_held && !(h->e->cx.prep_wait & PREP_CLOCK)) {
       rv = tg__fleet_describe(h);
       if (h->e->rec) tg_recording_release_reads(h->e->rec);
-      tg__fleet_burst_ended(h);
+      h->fleet->hooks->burst_ended(h);
       if (h->fleet->cbs->on_burst_ended) h->fleet->cbs->on_burst_ended(h);
     }
     if (rv < 0) {

@@ -462,23 +462,6 @@ void tg_sym_finish_collect(tg_sym_t *s) {
   for (size_t i = 0; i < s->n_mods; i++) s->n_pcs -= compact(&s->mods[i]);
 }
 
-int tg_sym_build_id_path(const char *dir, const uint8_t *id, size_t len,
-                         char *out, size_t out_size) {
-  static const char hex[] = "0123456789abcdef";
-  if (len < 2) return -EINVAL;
-  char h[2 * TG_SYM_MAX_BUILD_ID + 1];
-  if (len > TG_SYM_MAX_BUILD_ID) return -EINVAL;
-  for (size_t i = 0; i < len; i++) {
-    h[2 * i] = hex[id[i] >> 4];
-    h[2 * i + 1] = hex[id[i] & 15];
-  }
-  h[2 * len] = '\0';
-  int n = snprintf(out, out_size, "%s/.build-id/%.2s/%s.debug", dir, h,
-                   h + 2);
-  if (n < 0 || (size_t)n >= out_size) return -ENAMETOOLONG;
-  return 0;
-}
-
 /* --- the ModuleSymbols writer: exact (shortest) varints, messages built
  * inside out ---------------------------------------------------------------- */
 
@@ -594,15 +577,6 @@ static int walk_buffered(tg_sym_t *s, tg_buf_t *b, bool at_eof) {
   }
 }
 
-int tg_sym_should_stop(const tg_sym_opts_t *o) {
-  if (o->cancel && atomic_load_explicit(o->cancel, memory_order_relaxed))
-    return -ECANCELED;
-  if (!o->deadline_ns) return 0;
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-  return now >= o->deadline_ns ? -ETIMEDOUT : 0;
-}
 
 int tg_sym_collect_fd(tg_sym_t *s, int fd, int copy_fd, const tg_sym_opts_t *o,
                       char *why, size_t why_size) {
