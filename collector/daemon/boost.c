@@ -440,14 +440,16 @@ static void read_more(coll_boost_host_t *bh) {
   if (rv < 0) bh_fail(bh, BR_LOST, "reading the boost: %s", tg_strerror(rv));
 }
 
-/* The session ended: its window is over (duration_ms), or the service
- * refused it or failed it. */
+/* The session ended: its window is over (duration_ms), the service
+ * refused it or failed it, or the connection was lost under it (the
+ * call's reply never came: not the service's refusal). */
 static void on_ended(tg_consumer_t *c, void *ctx, int status, const char *msg) {
   (void)c;
   coll_boost_host_t *bh = ctx;
   if (bh->st != BH_RUN) return;
   if (status) {
-    bh_fail(bh, BR_REFUSED, "the boost session: %s", msg);
+    bh_fail(bh, status == TG_EPEER_CLOSED ? BR_LOST : BR_REFUSED,
+            "the boost session: %s", msg);
     return;
   }
   TG_DEBUG("snapshot %016" PRIx64 ": host %s: perf boost ended, %.3f s "
