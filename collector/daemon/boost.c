@@ -14,6 +14,7 @@
 
 #include "client/ds_problem.h"
 #include "consumer/fleet/ftrace_loss.h"
+#include "collector/daemon/boost_seq.h"
 #include "collector/daemon/data_window.h"
 #include "collector/snapshot_id.h"
 #include "common/json.h"
@@ -24,24 +25,10 @@
 #include "tracegate/pb_wire.h"
 
 #define PERF_DS "linux.perf"
-/* Added to a boost packet's sequence id: the ring's sequences, numbered
- * from 1 by the service, stay below it, and the boost's, numbered from 1
- * too, land in the upper half of the host's range (merge.h,
- * TG_MERGE_SEQ_SHIFT), which the merge moves without a map. A ring
- * would need half a million writers to meet them; a boost that numbers
- * that many fails. */
-#define BOOST_SEQ_BASE (1u << 19)
-#define BOOST_SEQ_MAX ((1u << 20) - 2 - BOOST_SEQ_BASE)
 /* What a boost may put into the file: its buffer this many times over
  * (as snap.c's HOST_CAP_FACTOR for a ring) and CAP_SLACK more. */
 #define CAP_FACTOR 4u
 #define CAP_SLACK (1u << 20)
-/* TracePacket fields read here. */
-#define PKT_CLOCK_SNAPSHOT 6
-#define PKT_SEQ_ID 10
-#define PKT_PERF_SAMPLE 66
-/* The service's own sequence (Perfetto's kServicePacketSequenceID). */
-#define SERVICE_SEQ 1
 
 /* The boost's TraceConfig (coll_t.boost). */
 struct coll_boost_cfg {
@@ -373,9 +360,8 @@ static void on_read(tg_consumer_t *c, void *ctx, int status, const char *msg) {
   if (tg_consumer_get_trace_stats(bh->c, on_stats, bh) < 0) free_boost(bh);
 }
 
-/* |p| with BOOST_SEQ_BASE added to its sequence id (a field appended) in
- * b->moved; a packet without one is taken as it is. 0, 1 when the packet
- * is left out, or an error.
+/* |p| with its sequence moved (boost_seq.h) in b->moved, or as it is.
+ * 0, 1 when the packet is left out, or an error.
  *
  * Left out: the service's ClockSnapshots of the boost session. Trace
  * processor wants a machine's clock snapshots in time order, and the
@@ -385,36 +371,28 @@ static void on_read(tg_consumer_t *c, void *ctx, int status, const char *msg) {
  * on the same clocks. */
 static int move_seq(coll_boost_host_t *bh, const uint8_t *p, size_t n,
                     const uint8_t **out, size_t *out_n, bool *sample) {
-  tg_pb_reader_t r;
-  tg_pb_field_t f;
-  tg_pb_reader_init(&r, p, n);
-  uint64_t seq = 0;
-  bool clocks = false;
-  int rv;
-  *sample = false;
-  while ((rv = tg_pb_reader_next(&r, &f)) == 1) {
-    if (f.id == PKT_SEQ_ID && f.type == TG_PB_WT_VARINT) seq = f.value;
-    if (f.id == PKT_PERF_SAMPLE && f.type == TG_PB_WT_LEN) *sample = true;
-    if (f.id == PKT_CLOCK_SNAPSHOT) clocks = true;
-  }
+  coll_boost_seq_scan_t sc;
+  coll_boost_seq_verdict_t v = coll_boost_seq_scan(p, n, &sc);
+  *sample = sc.sample;
   *out = p;
   *out_n = n;
-  /* The merge leaves out what does not decode, and counts it. */
-  if (rv < 0 || !seq) return 0;
-  if (seq == SERVICE_SEQ && clocks) return 1;
-  if (seq > BOOST_SEQ_MAX) {
-    bh_fail(bh, BR_TOO_BIG, "sequence id %" PRIu64 " is past the %u a boost "
-            "may number", seq, BOOST_SEQ_MAX);
-    return -ECANCELED;
+  switch (v) {
+    case COLL_BOOST_SEQ_KEEP: /* the merge counts what does not decode */
+      return 0;
+    case COLL_BOOST_SEQ_DROP:
+      return 1;
+    case COLL_BOOST_SEQ_TOO_HIGH:
+      bh_fail(bh, BR_TOO_BIG, "sequence id %" PRIu64 " is past the %u a "
+              "boost may number", sc.seq, COLL_BOOST_SEQ_MAX);
+      return -ECANCELED;
+    case COLL_BOOST_SEQ_MOVE:
+      break;
   }
   tg_buf_t *m = &bh->b->moved;
   tg_buf_reset(m);
-  uint8_t *d = tg_buf_reserve(m, n + 2 + TG_PB_MAX_VARINT_SIZE);
+  uint8_t *d = tg_buf_reserve(m, n + COLL_BOOST_SEQ_EXTRA);
   if (!d) return -ENOMEM;
-  memcpy(d, p, n);
-  uint8_t *e = tg_pb_write_varint(d + n, TG_PB_TAG(PKT_SEQ_ID, TG_PB_WT_VARINT));
-  e = tg_pb_write_varint(e, seq + BOOST_SEQ_BASE);
-  tg_buf_commit(m, (size_t)(e - d));
+  tg_buf_commit(m, coll_boost_seq_append(p, n, sc.seq, d));
   *out = tg_buf_begin(m);
   *out_n = tg_buf_size(m);
   return 0;
@@ -462,14 +440,16 @@ static void read_more(coll_boost_host_t *bh) {
   if (rv < 0) bh_fail(bh, BR_LOST, "reading the boost: %s", tg_strerror(rv));
 }
 
-/* The session ended: its window is over (duration_ms), or the service
- * refused it or failed it. */
+/* The session ended: its window is over (duration_ms), the service
+ * refused it or failed it, or the connection was lost under it (the
+ * call's reply never came: not the service's refusal). */
 static void on_ended(tg_consumer_t *c, void *ctx, int status, const char *msg) {
   (void)c;
   coll_boost_host_t *bh = ctx;
   if (bh->st != BH_RUN) return;
   if (status) {
-    bh_fail(bh, BR_REFUSED, "the boost session: %s", msg);
+    bh_fail(bh, status == TG_EPEER_CLOSED ? BR_LOST : BR_REFUSED,
+            "the boost session: %s", msg);
     return;
   }
   TG_DEBUG("snapshot %016" PRIx64 ": host %s: perf boost ended, %.3f s "

@@ -23,7 +23,7 @@
  *
  * Its sequences are its own: the service numbers a session's sequences
  * from 1, so the boost's would meet the ring's on the host's machine;
- * each boost packet gets BOOST_SEQ_BASE added to its
+ * each boost packet gets COLL_BOOST_SEQ_BASE added to its
  * trusted_packet_sequence_id (a field appended: the last one wins) before
  * the merge moves it into the host's range.
  *

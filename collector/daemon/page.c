@@ -22,8 +22,9 @@
  * times with their zone, cuts long texts (a reason, an error, a problem)
  * to their cell with the whole text on a click, names under a partial
  * snapshot's row each host that failed and why, opens a snapshot's
- * detail (its hosts, outcomes, windows, loss, data source problems, a
- * download and an Open per host), and filters the list by trigger, host
+ * detail (its hosts, outcomes, windows, loss, data source problems, each
+ * host's perf boost, the snapshot's symbols, a download and an Open per
+ * host), and filters the list by trigger, host
  * and state (the list's own arguments).
  *
  * The page is static; the only values put into it are the UI's URL, which

@@ -54,6 +54,12 @@ Checks 5 to 13 are in browser_screen.py.
      gives them, rendered by the page's own functions in the hosts table
      and in a snapshot's detail: the name shown for the host, the problem
      with its code, data source and why, in red, cut in its cell.
+ 10a. boost: the complete snapshot's detail shows each host's perf boost
+     as the API gives it (a real one: sharp, its rate and samples, green,
+     in the cell's data-boost) and the snapshot's symbols state; a sharp window (span, rate, samples, start with its
+     zone), a held one (by which snapshot), a failure and failed symbols
+     whose texts are markup, and done symbols' counts, rendered by the
+     page's own functions: every text stays text, no element made.
  10b. store: the bucket's line (#store, /api/v1/store) rendered by the
      page's storeLine(): hidden for a directory store, shown in red with
      the state, the method, the HTTP status and S3's code for a failing
@@ -646,6 +652,7 @@ def main():
             passed(screen.check_filters(session, args))
             passed(screen.check_per_host(session, args, download_dir))
         passed(screen.check_problems(session))
+        passed(screen.check_boost(session, args))
         passed(screen.check_store(session))
         passed(screen.check_ui_silent(session, args, stand_in))
         passed(screen.check_ui_unreachable(session, args, stand_in, download_dir,

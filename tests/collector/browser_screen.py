@@ -246,6 +246,135 @@ def check_problems(s):
     return "problems: a host's name and its data source's problem (code, source, why) in red, cut"
 
 
+# The complete snapshot's detail as the page shows it: each host's perf
+# boost cell (its data-boost, data-reason, data-code, its text and title)
+# and the snapshot's symbols (its data-state and text).
+BOOST_JS = """
+const id = arguments[0];
+const det = document.querySelector('#snapshots tr.detail[data-of="' + id + '"]');
+if (!det || !det.querySelector('table.snap-hosts')) return null;
+const sy = det.querySelector('dd .symbols');
+return {
+  symbols: sy && {state: sy.dataset.state, text: sy.textContent},
+  hosts: Array.from(det.querySelectorAll('table.snap-hosts > tbody > tr'), (tr) => {
+    const td = tr.querySelector('td.boost'), c = td && td.querySelector('.cut');
+    return {host: tr.dataset.host, boost: td ? td.dataset.boost || null : null,
+            reason: td ? td.dataset.reason || null : null,
+            code: td ? td.dataset.code || null : null,
+            text: c ? c.textContent : '', title: c ? c.title : '',
+            color: c ? getComputedStyle(c).color : ''};
+  })};
+"""
+
+# The boosts and symbols a run here cannot make (a sharp window, one held
+# by another snapshot, a symbolized snapshot, a failure whose texts are
+# markup), in answers shaped as the API's, rendered by the page's own
+# detailInto() and removed. Host-provided texts must stay text.
+BOOST_RENDER_JS = """
+const hostile = arguments[0];
+const now = Date.now();
+const det = document.createElement('tr');
+det.className = 'detail';
+const td = det.insertCell();
+td.colSpan = 9;
+document.querySelector('#snapshots tbody').appendChild(det);
+const host = (n, boost) => ({host: '10.9.9.' + n + ':7001', outcome: 'ok', error: '', problems: [],
+                             bytes: 10, packets: 1, loss: 0, window_first_ms: now - 5000,
+                             window_last_ms: now, boost: boost});
+const snap = (symbols, hosts) => ({snapshot: {id: 'ffffffffffffff02', state: 'complete',
+    started_ms: now, finished_ms: now, trigger: 'operator', reason: '', bytes: 10,
+    packets: 1, crc32: 1, loss: 0}, hosts: hosts, symbols: symbols});
+const cells = () => Array.from(td.querySelectorAll('td.boost'), (c) => ({
+    boost: c.dataset.boost || null, reason: c.dataset.reason || null,
+    code: c.dataset.code || null, text: c.textContent,
+    color: c.firstChild ? getComputedStyle(c.firstChild).color : ''}));
+const sym = () => { const e = td.querySelector('dd .symbols');
+                    return e && {state: e.dataset.state, text: e.textContent}; };
+const out = {};
+detailInto(td, snap({state: 'done', bytes: 2048, modules: 4, modules_found: 3, frames: 120,
+                     frames_named: 110, frames_with_line: 90},
+    [host(1, {state: 'sharp', frequency_hz: 499, window_ms: 2000, first_ms: now - 2000,
+              last_ms: now, samples: 1996, packets: 2100, bytes: 300000, loss: 0}),
+     host(2, {state: 'held', frequency_hz: 499, window_ms: 2000, held_by: 'ffffffffffffff01'}),
+     host(3, {state: 'failed', frequency_hz: 499, window_ms: 2000, first_ms: 0, last_ms: 0,
+              samples: 0, packets: 0, bytes: 0, loss: 0, reason: 'lost', code: 'TG-5090',
+              error: hostile})]));
+out.done = {cells: cells(), symbols: sym()};
+detailInto(td, snap({state: 'failed', why: hostile}, [host(4, null)]));
+out.failed = {cells: cells(), symbols: sym()};
+out.markup = td.querySelectorAll('img, script, b.x').length;
+out.ran = window.tgHostileRan === true;
+det.remove();
+return out;
+"""
+
+
+def check_boost(s, args):
+    """The complete snapshot's hosts' boosts (real ones: each host's
+    producer of linux.perf writes nothing, so each is sharp with no
+    sample) and its symbols state as the API gives them, in its detail;
+    then a sharp, a held and a hostile failed boost and the symbols' done
+    and failed states, rendered by the page's own functions."""
+    d = api_get(args, "/api/v1/snapshots/" + args.snapshot)
+    api = {h["host"]: h["boost"] for h in d["hosts"]}
+    check(all(isinstance(b, dict) and b.get("state") == "sharp" for b in api.values()),
+          "boost: the API's boosts of snapshot %s are not all sharp: %r" % (args.snapshot, api))
+    symbols = d.get("symbols")
+    check(isinstance(symbols, dict) and symbols.get("state"),
+          "boost: the API's snapshot %s has no symbols state: %r" % (args.snapshot, symbols))
+    s.click('#snapshots tr[data-id="%s"] button.toggle' % args.snapshot)
+    got = wait_for("boost: snapshot %s's detail lists its hosts' boosts" % args.snapshot,
+                   lambda: s.js(BOOST_JS, args.snapshot), lambda g: g and g["hosts"])
+    by = {h["host"]: h for h in got["hosts"]}
+    check(sorted(by) == sorted(api), "boost: the detail lists %r, the API %r"
+          % (sorted(by), sorted(api)))
+    for host, b in api.items():
+        row = by[host]
+        check(row["boost"] == "sharp" and row["reason"] is None and row["code"] is None,
+              "boost: host %s's boost cell says %r, the API %r" % (host, row, b))
+        want = "%d samples" % b["samples"]
+        check(row["title"] == row["text"] and row["text"].startswith("sharp ")
+              and " at %d Hz, " % b["frequency_hz"] in row["text"] and want in row["text"],
+              "boost: host %s's boost reads %r, the API's %r" % (host, row["text"], b))
+        check(row["color"] == "rgb(0, 119, 0)",
+              "boost: host %s's sharp boost is %s, not green" % (host, row["color"]))
+    check(got["symbols"] and got["symbols"]["state"] == symbols["state"]
+          and got["symbols"]["text"].startswith(symbols["state"]),
+          "boost: the detail's symbols %r, the API's %r" % (got["symbols"], symbols))
+    s.click('#snapshots tr[data-id="%s"] button.toggle' % args.snapshot)
+
+    hostile = ('<img src=x onerror="window.tgHostileRan=true"><script>'
+               'window.tgHostileRan=true</script><b class="x">bold</b>')
+    r = s.js(BOOST_RENDER_JS, hostile)
+    sharp, held, failed = r["done"]["cells"]
+    check(sharp["boost"] == "sharp" and "2.0 s at 499 Hz" in sharp["text"]
+          and "1996 samples" in sharp["text"]
+          and re.search(r"from \d{4}-\d\d-\d\d \d\d:\d\d:\d\d (UTC|[+-]\d\d:\d\d)$",
+                        sharp["text"]),
+          "boost: a sharp boost reads %r" % (sharp,))
+    check(held["boost"] == "held" and held["text"] == "held by snapshot ffffffffffffff01",
+          "boost: a held boost reads %r" % (held,))
+    check(failed["boost"] == "failed" and failed["reason"] == "lost"
+          and failed["code"] == "TG-5090"
+          and failed["text"] == "failed lost (TG-5090): " + hostile,
+          "boost: a failed boost with markup in its error reads %r" % (failed,))
+    check(r["done"]["symbols"] == {
+        "state": "done", "text": "done: 110 of 120 frames named (90 with a line), "
+        "3 of 4 modules found, 2.0 KiB"},
+        "boost: done symbols read %r" % (r["done"]["symbols"],))
+    check(r["failed"]["symbols"] == {"state": "failed", "text": "failed: " + hostile},
+          "boost: failed symbols read %r" % (r["failed"]["symbols"],))
+    check(r["failed"]["cells"] == [{"boost": None, "reason": None, "code": None, "text": "",
+                                    "color": ""}],
+          "boost: a host without a boost shows %r" % (r["failed"]["cells"],))
+    check(r["markup"] == 0 and not r["ran"],
+          "boost: a host's text became markup (%d elements, script ran: %r)"
+          % (r["markup"], r["ran"]))
+    return ("boost: snapshot %s's hosts' boosts (sharp) and symbols (%s) "
+            "as the API's; sharp, held, failed and symbols done/failed rendered, markup as text"
+            % (args.snapshot, symbols["state"]))
+
+
 # The bucket's line, rendered by the page's own storeLine(): absent for
 # this collector's directory store, red and saying what failed for a
 # bucket that fails, gone again once it answers.

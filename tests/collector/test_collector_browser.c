@@ -11,8 +11,13 @@
  * screen, the long reason is cut and opens whole, times carry their
  * zone, the partial snapshot names its failed host and why, its detail
  * lists its hosts, the filters change the list as the API's arguments
- * do, and a UI that never answers or cannot be reached is said to be so
- * within a bounded time, with the download offered instead.
+ * do, the snapshot's detail shows each host's perf boost and the
+ * snapshot's symbols state (the collector runs with perf_boost_window
+ * and linux.perf in its rings, which a second raw producer on each host
+ * offers: every boost runs its window and is read, a real row), and a
+ * UI that never
+ * answers or cannot be reached is said to be so within a bounded time,
+ * with the download offered instead.
  *
  * The stand-in's port must be in the collector's config before the
  * collector starts: the script binds it first and says "ui-port N" on a
@@ -130,6 +135,30 @@ static const char *partial_snapshot(const collector_t *c, fleet_host_t h[2],
   return id;
 }
 
+/* fleet_up() with the rings' flight config holding linux.perf and a perf
+ * boost on each snapshot (perf_boost_window), which |perf| (a producer
+ * on each host, the caller's to close) offers: it writes nothing, so a
+ * boost is sharp with no sample, and the rings have no problem. */
+static void fleet_up_boosted(fleet_host_t h[2], raw_producer_t perf[2],
+                             collector_t *c, const char *extra) {
+  start_hosts(h, 2);
+  for (size_t i = 0; i < 2; i++)
+    assert_int_equal(raw_producer_connect(&perf[i], &h[i].ts, "perf.producer",
+                                          "linux.perf", 4, 64, false), 0);
+  char cfg[256];
+  snprintf(cfg, sizeof(cfg), "%sperf_boost_window = 1s\n", extra);
+  write_config(h, 2, cfg);
+  FILE *f = fopen(fleet_in_dir("flight.pbtxt"), "a");
+  assert_non_null(f);
+  fputs("data_sources { config { name: \"linux.perf\" perf_event_config { "
+        "timebase { frequency: 19 } } } }\n", f);
+  assert_int_equal(fclose(f), 0);
+  collector_start(c);
+  for (size_t i = 0; i < 2; i++)
+    assert_int_equal(raw_producer_wait_started(&h[i].p, FLEET_WAIT_MS), 0);
+  wait_hosts(c, 2, "tracing");
+}
+
 static int group_setup(void **state) {
   (void)state;
   return fleet_dir_create("coll-browser");
@@ -148,7 +177,8 @@ static void the_page_in_chromium_shows_downloads_and_opens_the_ui(void **state) 
   snprintf(ui, sizeof(ui), "ui_url = http://127.0.0.1:%d/ui.html\n", b.ui_port);
   fleet_host_t h[2];
   collector_t c;
-  fleet_up(h, &c, ui);
+  raw_producer_t perf[2];
+  fleet_up_boosted(h, perf, &c, ui);
   fleet_commit_packets(&h[0].p, 0, "pageA", 1, 5);
   fleet_commit_packets(&h[1].p, 0, "pageB", 1, 3);
   const char *json = fleet_in_dir("snap.json");
@@ -174,6 +204,7 @@ static void the_page_in_chromium_shows_downloads_and_opens_the_ui(void **state) 
   assert_int_equal(code, 0);
 
   collector_stop(&c);
+  for (size_t i = 0; i < 2; i++) raw_producer_close(&perf[i]);
   fleet_host_stop(&h[0]);
   fleet_host_stop(&h[1]);
 }

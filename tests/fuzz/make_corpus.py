@@ -1224,6 +1224,25 @@ def coll_window_corpus():
     }
 
 
+# --- fuzz_boost_seq --------------------------------------------------------
+
+def boost_seq_corpus():
+    """One boost packet each: samples, the service's, edges of the range."""
+    sample = f_len(66, f_varint(1, 1) + f_varint(2, 100))
+    return {
+        "sample": f_varint(8, 5000000000000) + f_varint(10, 7) + sample,
+        "service_clocks": f_varint(10, 1) + f_len(6, f_len(1, f_varint(1, 6) +
+                                                           f_varint(2, 9))),
+        "service_stats": f_varint(10, 1) + f_len(35, f_varint(1, 4096)),
+        "highest": f_varint(10, (1 << 20) - 2 - (1 << 19)) + sample,
+        "too_high": f_varint(10, (1 << 20) - 1 - (1 << 19)),
+        "two_ids": f_varint(10, 9) + f_varint(8, 1) + f_varint(10, 4),
+        "no_id": f_varint(8, 5) + sample,
+        "id_as_bytes": f_len(10, b"\x07"),
+        "cut_short": (f_varint(10, 7) + sample)[:-1],
+    }
+
+
 # --- fuzz_perf_record, fuzz_perf_maps, fuzz_perf_elf -------------------------
 
 def pf_hdr(rtype, misc, size):
@@ -1522,6 +1541,7 @@ def main():
     write("fuzz_snap_index", snap_index_corpus())
     write("fuzz_snap_meta", snap_meta_corpus())
     write("fuzz_coll_window", coll_window_corpus())
+    write("fuzz_boost_seq", boost_seq_corpus())
     write("fuzz_perf_record", perf_record_corpus())
     write("fuzz_perf_config", perf_config_corpus())
     write("fuzz_perf_maps", perf_maps_corpus())

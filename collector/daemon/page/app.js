@@ -114,6 +114,47 @@ function problemsInto(parent, problems, key) {
   problems.forEach((p, i) => parent.appendChild(cut(problemText(p), key + ':' + i, 'problem')));
 }
 
+// A host's perf boost (its row's `boost`): the sharp window with its span
+// and rate, the failure's reason and code with its error, or the snapshot
+// that held the host's boost; '' for a host without one. Every value is
+// the API's or the host's: it goes into the page as text only.
+function boostText(b) {
+  // A window without a timed packet (no sample) has no span to show.
+  if (b.state === 'sharp')
+    return 'sharp ' + (b.first_ms ? span(b.last_ms - b.first_ms) + ' ' : '') + 'at ' +
+           b.frequency_hz + ' Hz, ' + b.samples + ' samples' +
+           (b.first_ms ? ', from ' + when(b.first_ms) : '');
+  if (b.state === 'failed')
+    return 'failed ' + b.reason + ' (' + b.code + ')' + (b.error ? ': ' + b.error : '');
+  if (b.state === 'held') return 'held by snapshot ' + b.held_by;
+  return String(b.state);
+}
+// Into a host's cell: the boost cut to one line, its state, reason and
+// code also in the cell's data-boost, data-reason and data-code.
+function boostInto(td, b, key) {
+  if (typeof b !== 'object' || b === null) return;
+  td.dataset.boost = String(b.state);
+  if (b.reason) td.dataset.reason = String(b.reason);
+  if (b.code) td.dataset.code = String(b.code);
+  const cls = b.state === 'failed' ? 'error' : b.state === 'sharp' ? 'ok' : '';
+  td.appendChild(cut(boostText(b), key, 'boost' + (cls ? ' ' + cls : '')));
+}
+// A snapshot's symbols (the answer's `symbols`): its state, with the
+// counts once done and why once failed.
+function symbolsNode(y, key) {
+  if (typeof y !== 'object' || y === null) return null;
+  let text = String(y.state);
+  if (y.state === 'done' && y.frames !== undefined)
+    text = 'done: ' + y.frames_named + ' of ' + y.frames + ' frames named (' +
+           y.frames_with_line + ' with a line), ' + y.modules_found + ' of ' + y.modules +
+           ' modules found, ' + size(y.bytes);
+  else if (y.state === 'failed')
+    text = 'failed: ' + (y.why || 'no reason recorded');
+  const e = cut(text, key, 'symbols' + (y.state === 'failed' ? ' failure' : ''));
+  e.dataset.state = String(y.state);
+  return e;
+}
+
 function traceUrl(id, host) {
   return '/api/v1/snapshots/' + id + '/trace' + (host ? '?host=' + encodeURIComponent(host) : '');
 }
@@ -352,17 +393,18 @@ function detailInto(td, d) {
           (s.crc32 >>> 0).toString(16).padStart(8, '0'));
   }
   dlRow(dl, 'loss', s.loss);
+  dlRow(dl, 'symbols', symbolsNode(d.symbols, 'sym:' + s.id));
   td.appendChild(dl);
   const hosts = Array.isArray(d.hosts) ? d.hosts : [];
   if (!hosts.length) { td.appendChild(el('p', 'note', 'no host rows')); return; }
   const t = el('table', 'snap-hosts');
   const cg = el('colgroup');
-  for (const c of ['d-host', 'd-outcome', '', 'd-n', 'd-n', 'd-n', 'd-window', 'd-trace'])
+  for (const c of ['d-host', 'd-outcome', '', 'd-n', 'd-n', 'd-n', 'd-window', 'd-boost', 'd-trace'])
     cg.appendChild(el('col', c));
   t.appendChild(cg);
   const head = el('tr');
   for (const [h, c] of [['host'], ['outcome'], ['error, problems'], ['size', 'n'], ['packets', 'n'],
-                        ['loss', 'n'], ['window'], ['trace']])
+                        ['loss', 'n'], ['window'], ['perf boost'], ['trace']])
     head.appendChild(el('th', c, h));
   t.appendChild(el('thead')).appendChild(head);
   const body = t.appendChild(el('tbody'));
@@ -384,6 +426,7 @@ function detailInto(td, d) {
     if (h.window_first_ms)
       w.title = new Date(h.window_first_ms).toISOString() + ' .. ' +
                 new Date(h.window_last_ms).toISOString();
+    boostInto(cell(tr, null, 'boost'), h.boost, 'hb:' + s.id + ':' + h.host);
     const tc = cell(tr, null);
     if (data && (s.state === 'complete' || s.state === 'partial')) {
       tc.appendChild(downloadLink(s.id, h.host, 'download-host'));
