@@ -34,6 +34,7 @@
 
 #include "collector/config.h"
 #include "collector/daemon/alertmanager.h"
+#include "collector/daemon/clock.h"
 #include "collector/daemon/trigger_policy.h"
 #include "collector/store.h"
 #include "common/buf.h"
@@ -195,6 +196,29 @@ typedef struct coll_am {
   uint64_t oversized;             /* payloads answered 413 here */
 } coll_am_t;
 
+/* The calls that go back up (docs/architecture.md, "Inside the
+ * collector"): a lower file tells the one above it what happened through
+ * these, never by a call into that file. coll.c fills them once, in
+ * coll_prepare, with the functions each names. */
+typedef struct coll_events {
+  /* standby.c: the connection lent to |sh| closed (|status|, |msg| as the
+   * consumer's on_close gave them), then its transport was released:
+   * snap.c's coll_snap_standby_closed, coll_snap_standby_gone. */
+  void (*standby_closed)(struct snap_host *sh, int status, const char *msg);
+  void (*standby_gone)(struct snap_host *sh, const char *detail);
+  /* standby.c: a removed host's connection is gone, the host may be
+   * freed: hosts.c's coll_host_check_free. */
+  void (*standby_released)(coll_host_t *h);
+  /* hosts.c: |h|'s holder reached tracing: trigger.c's coll_watch_host. */
+  void (*host_tracing)(coll_t *c, coll_host_t *h);
+  /* snap.c: |s| ended, stored or not: api.c's coll_api_snapshot_done. */
+  void (*snapshot_done)(coll_t *c, coll_snap_t *s);
+  /* trigger.c: the queued snapshot began as |id|, or could not (|err|):
+   * api.c's coll_api_queued_begun, coll_api_queued_failed. */
+  void (*queued_begun)(coll_t *c, uint64_t id);
+  void (*queued_failed)(coll_t *c, int err);
+} coll_events_t;
+
 struct coll {
   uv_loop_t *loop;
   tg_coll_config_t cfg;
@@ -261,6 +285,7 @@ struct coll {
   int ready_fd;
   struct coll_icheck *icheck; /* import_check.c; NULL until first used */
   struct coll_symbols *symbols; /* symbols.c; NULL until first used */
+  coll_events_t on; /* coll.c's wiring, read by the files below it */
   bool check_only;  /* --check-config: set up nothing that runs */
   bool stopping;
 };
@@ -293,16 +318,7 @@ int coll_rebuild(coll_t *c, tg_coll_config_t *cfg);
  * crash, for the next start to attach to. What the process holds stays
  * reachable from its one static coll_t until then. */
 void coll_stop(coll_t *c);
-/* Epoch milliseconds (the catalog's times). */
-int64_t coll_now_ms(void);
-/* The daemon's monotonic milliseconds: c->clock, the loop's time
- * (uv_now, no syscall) unless a test set its own clock (coll_test.h). The
- * trigger budgets and the coalescing window (trigger.c), a snapshot's
- * start, its hosts' clone_timeout and its duration (snap.c), the HTTP
- * servers' rates and ages all read this one. */
-int64_t coll_loop_ms(const coll_t *c);
-/* The same clock in nanoseconds (uv_hrtime on the loop's). */
-uint64_t coll_loop_ns(const coll_t *c);
+
 /* --- hosts.c --------------------------------------------------------- */
 
 /* Reads the inventory's shard and starts every host's holder (with
@@ -314,7 +330,8 @@ void coll_hosts_reload(coll_t *c, const char *why);
 /* Reloads when the inventory file changes; unwatch at the stop. */
 void coll_hosts_watch(coll_t *c);
 void coll_hosts_unwatch(coll_t *c);
-/* A removed host is freed if nothing holds it any more. */
+/* A removed host is freed if nothing holds it any more (also
+ * coll_events_t's standby_released). */
 void coll_host_check_free(coll_host_t *h);
 /* *|slot| (a coll_host_t's not_offered or seen) becomes a copy of |ps|,
  * or NULL when |ps| holds none (or memory ran out: said in the log). */
@@ -337,7 +354,7 @@ bool coll_standby_take(coll_host_t *h, struct snap_host *user);
 /* The clone was read and freed: the connection is idle again. */
 void coll_standby_give_back(coll_host_t *h);
 /* Closes it (a failed clone, the host removed); the user, if any, hears
- * coll_snap_standby_closed() then coll_snap_standby_gone(). */
+ * c->on.standby_closed() then c->on.standby_gone() (coll_events_t). */
 void coll_standby_close(coll_host_t *h);
 /* Whether nothing of it is left to wait for (freeing the host). */
 bool coll_standby_idle(const coll_host_t *h);
@@ -349,7 +366,8 @@ bool coll_standby_transition_ok(coll_standby_state_t from,
 /* --- snap.c ---------------------------------------------------------- */
 
 /* A standby connection a snapshot borrowed closed (|status|, |msg| as
- * the consumer's on_close gave them), then its transport was released. */
+ * the consumer's on_close gave them), then its transport was released:
+ * coll_events_t's standby_closed, standby_gone. */
 void coll_snap_standby_closed(struct snap_host *sh, int status, const char *msg);
 void coll_snap_standby_gone(struct snap_host *sh, const char *detail);
 
@@ -411,10 +429,14 @@ void coll_trigger_budgets(coll_t *c);
 /* The budgets, then the schedule (snapshot_every) and retention timers. */
 void coll_trigger_start(coll_t *c);
 void coll_trigger_stop(coll_t *c);
+/* A host's holder reached tracing: watch its ring's triggers
+ * (coll_events_t's host_tracing). */
+void coll_watch_host(coll_t *c, coll_host_t *h);
+
+/* --- retain.c -------------------------------------------------------- */
+
 /* Retention steps now (after a snapshot, and periodically). */
 void coll_retain(coll_t *c);
-/* A host's holder reached tracing: watch its ring's triggers. */
-void coll_watch_host(coll_t *c, coll_host_t *h);
 
 /* --- access.c --------------------------------------------------------- */
 
@@ -453,10 +475,11 @@ void coll_api_stop(coll_t *c);
  * coll_api_start and stopped by coll_api_stop. */
 int coll_health_start(coll_t *c);
 void coll_health_stop(coll_t *c);
-/* A snapshot ended: answers the requests waiting for it. */
+/* A snapshot ended: answers the requests waiting for it
+ * (coll_events_t's snapshot_done). */
 void coll_api_snapshot_done(coll_t *c, coll_snap_t *s);
 /* The queued snapshot began as |id|, or could not (|err|): the requests
- * that were folded into it are told. */
+ * that were folded into it are told (coll_events_t's queued_*). */
 void coll_api_queued_begun(coll_t *c, uint64_t id);
 void coll_api_queued_failed(coll_t *c, int err);
 
