@@ -38,6 +38,7 @@
 #include <stdint.h>
 
 #include "collector/daemon/coll.h"
+#include "collector/daemon/snap.h"
 
 typedef struct coll_boosts coll_boosts_t;
 

@@ -12,6 +12,10 @@
 
 #include "collector/catalog_pg.h"
 #include "collector/daemon/coll.h"
+#include "collector/daemon/api.h"
+#include "collector/daemon/hosts.h"
+#include "collector/daemon/snap.h"
+#include "collector/daemon/trigger.h"
 #include "collector/daemon/boost.h"
 #include "collector/s3_credentials.h"
 #include "collector/daemon/import_check.h"

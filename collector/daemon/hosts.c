@@ -30,6 +30,8 @@
 #include <string.h>
 
 #include "collector/daemon/coll.h"
+#include "collector/daemon/hosts.h"
+#include "collector/daemon/standby.h"
 #include "collector/shard.h"
 #include "common/fnv1a.h"
 #include "common/log.h"

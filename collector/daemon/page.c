@@ -46,6 +46,7 @@
 #include <string.h>
 
 #include "collector/daemon/coll.h"
+#include "collector/daemon/api.h"
 #include "collector/daemon/page_assets.h"
 #include "collector/http.h"
 #include "common/log.h"

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 
 #include "collector/daemon/coll.h"
+#include "collector/daemon/retain.h"
 #include "common/log.h"
 #include "tracegate/error.h"
 

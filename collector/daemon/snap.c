@@ -39,6 +39,10 @@
 #include <string.h>
 
 #include "collector/daemon/coll.h"
+#include "collector/daemon/hosts.h"
+#include "collector/daemon/retain.h"
+#include "collector/daemon/snap.h"
+#include "collector/daemon/standby.h"
 #include "collector/daemon/boost.h"
 #include "collector/daemon/data_window.h"
 #include "collector/daemon/snap_host.h"

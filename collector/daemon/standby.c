@@ -18,6 +18,7 @@
 #include <stdio.h>
 
 #include "collector/daemon/coll.h"
+#include "collector/daemon/standby.h"
 #include "common/log.h"
 
 #define RETRY_MS 5000

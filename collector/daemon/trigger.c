@@ -20,6 +20,9 @@
 #include <string.h>
 
 #include "collector/daemon/coll.h"
+#include "collector/daemon/hosts.h"
+#include "collector/daemon/retain.h"
+#include "collector/daemon/trigger.h"
 #include "common/log.h"
 #include "common/printable.h"
 #include "tracegate/error.h"
