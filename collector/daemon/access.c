@@ -9,6 +9,7 @@
 #include "auth/authz.h"
 #include "auth/crl.h"
 #include "collector/daemon/coll.h"
+#include "collector/daemon/access.h"
 #include "collector/http.h"
 #include "common/log.h"
 

@@ -31,6 +31,8 @@
 
 #include "collector/daemon/alertmanager.h"
 #include "collector/daemon/coll.h"
+#include "collector/daemon/trigger.h"
+#include "collector/daemon/webhook.h"
 #include "collector/http.h"
 #include "collector/snapshot_id.h"
 #include "common/log.h"

@@ -38,6 +38,7 @@
 #include <stdint.h>
 
 #include "collector/daemon/coll.h"
+#include "collector/daemon/snap.h"
 
 typedef struct coll_boosts coll_boosts_t;
 
@@ -82,6 +83,12 @@ const char *coll_boosts_row(coll_boosts_t *b, size_t k);
 void coll_boosts_free(coll_boosts_t *b); /* NULL-safe */
 
 /* --- snap.c, for boost.c ------------------------------------------------- */
+
+/* The daemon's one designed back-call (docs/architecture.md, "Inside the
+ * collector"): boost.c calls these of snap.c, which calls boost.c, since
+ * a boost is a part of its snapshot (its packets go into the snapshot's
+ * file, its connection holds the snapshot's finish) kept in a file of its
+ * own for size, not a layer below it. */
 
 /* One boost packet of host |k| (its sequence already moved), merged on
  * the host's machine as its ring's are; *stored grows by the bytes it

@@ -12,8 +12,11 @@
 
 #include "collector/catalog_pg.h"
 #include "collector/daemon/coll.h"
+#include "collector/daemon/api.h"
+#include "collector/daemon/hosts.h"
+#include "collector/daemon/snap.h"
+#include "collector/daemon/trigger.h"
 #include "collector/daemon/boost.h"
-#include "collector/daemon/coll_test.h"
 #include "collector/s3_credentials.h"
 #include "collector/daemon/import_check.h"
 #include "collector/daemon/symbols.h"
@@ -31,27 +34,6 @@
 #define PERFETTO_DEFAULT_FLUSH_TIMEOUT_MS 5000
 /* The longest trigger_timeout_ms Perfetto's traced accepts (7 days). */
 #define RING_TRIGGER_TIMEOUT_MS (7u * 24 * 3600 * 1000)
-
-int64_t coll_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static uint64_t loop_clock_ms(const tg_clock_t *k) { return uv_now(k->ctx); }
-
-static uint64_t loop_clock_ns(const tg_clock_t *k) {
-  (void)k;
-  return uv_hrtime();
-}
-
-int64_t coll_loop_ms(const coll_t *c) { return (int64_t)tg_clock_ms(c->clock); }
-
-uint64_t coll_loop_ns(const coll_t *c) { return tg_clock_ns(c->clock); }
-
-void coll_set_clock_for_test(coll_t *c, const tg_clock_t *clock) {
-  c->clock = clock;
-}
 
 static int read_all(const char *path, tg_buf_t *out) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -198,11 +180,24 @@ out:
   return rv;
 }
 
+/* The calls back up (coll_events_t): each lower file's events to the
+ * function of the file above that acts on them. */
+static void coll_wire(coll_t *c) {
+  c->on = (coll_events_t){
+      .standby_closed = coll_snap_standby_closed,
+      .standby_gone = coll_snap_standby_gone,
+      .standby_released = coll_host_check_free,
+      .host_tracing = coll_watch_host,
+      .snapshot_done = coll_api_snapshot_done,
+      .queued_begun = coll_api_queued_begun,
+      .queued_failed = coll_api_queued_failed,
+  };
+}
+
 int coll_prepare(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg) {
   c->loop = loop;
-  c->loop_clock = (tg_clock_t){
-      .now_ms = loop_clock_ms, .now_ns = loop_clock_ns, .ctx = loop};
-  c->clock = &c->loop_clock;
+  coll_clock_init(c, loop);
+  coll_wire(c);
   c->cfg = *cfg;
   memset(cfg, 0, sizeof(*cfg));
   if (load_flight(c) < 0 || coll_boost_prepare(c) < 0) return -1;

@@ -17,7 +17,18 @@
  *   alertmanager.c  Alertmanager's webhook: alerts to snapshots of the
  *              hosts they name (alertmanager.h, its pure half)
  *   access.c   who may use it: the authz file and the CRL, SIGHUP
+ *   hosts.c, standby.c  the hosts' holders; each one's standby connection
+ *   retain.c   the store's retention steps
+ *   clock.c    the daemon's clocks (clock.h)
  *
+ * Each file's functions are in a header of its own (hosts.h, standby.h,
+ * snap.h, trigger.h, retain.h, access.h, webhook.h for alertmanager.c,
+ * api.h for api.c, page.c and health.c, clock.h); this one holds coll_t,
+ * the types those files share, the events and coll.c's functions.
+ * Layers (docs/architecture.md, "Inside the collector"): each file calls
+ * only files below it; what a lower one tells a higher one goes through
+ * coll_t.on (coll_events_t), which coll.c fills. boost.c calling snap.c
+ * back is the one designed exception (boost.h).
  * Threads: everything runs on the loop thread; the store's fsync of a
  * finished snapshot runs on a libuv worker (snap.c).
  * One writer per struct: coll_t's fields are coll.c's, except the
@@ -34,6 +45,7 @@
 
 #include "collector/config.h"
 #include "collector/daemon/alertmanager.h"
+#include "collector/daemon/clock.h"
 #include "collector/daemon/trigger_policy.h"
 #include "collector/store.h"
 #include "common/buf.h"
@@ -104,12 +116,6 @@ typedef enum coll_host_state {
   COLL_HOST_STATE_COUNT
 } coll_host_state_t;
 
-/* |st|'s name in the API and the metrics (a static string). */
-const char *coll_host_state_name(coll_host_state_t st);
-/* The state of a holder whose link is in |link| and whose recording, if
- * |has_rec|, is in |rec|. Pure. */
-coll_host_state_t coll_host_state_of(tg_link_state_t link, bool has_rec,
-                                     tg_rec_state_t rec);
 
 /* One host of the collector's shard (hosts.c). */
 typedef struct coll_host {
@@ -195,6 +201,29 @@ typedef struct coll_am {
   uint64_t oversized;             /* payloads answered 413 here */
 } coll_am_t;
 
+/* The calls that go back up (docs/architecture.md, "Inside the
+ * collector"): a lower file tells the one above it what happened through
+ * these, never by a call into that file. coll.c fills them once, in
+ * coll_prepare, with the functions each names. */
+typedef struct coll_events {
+  /* standby.c: the connection lent to |sh| closed (|status|, |msg| as the
+   * consumer's on_close gave them), then its transport was released:
+   * snap.c's coll_snap_standby_closed, coll_snap_standby_gone. */
+  void (*standby_closed)(struct snap_host *sh, int status, const char *msg);
+  void (*standby_gone)(struct snap_host *sh, const char *detail);
+  /* standby.c: a removed host's connection is gone, the host may be
+   * freed: hosts.c's coll_host_check_free. */
+  void (*standby_released)(coll_host_t *h);
+  /* hosts.c: |h|'s holder reached tracing: trigger.c's coll_watch_host. */
+  void (*host_tracing)(coll_t *c, coll_host_t *h);
+  /* snap.c: |s| ended, stored or not: api.c's coll_api_snapshot_done. */
+  void (*snapshot_done)(coll_t *c, coll_snap_t *s);
+  /* trigger.c: the queued snapshot began as |id|, or could not (|err|):
+   * api.c's coll_api_queued_begun, coll_api_queued_failed. */
+  void (*queued_begun)(coll_t *c, uint64_t id);
+  void (*queued_failed)(coll_t *c, int err);
+} coll_events_t;
+
 struct coll {
   uv_loop_t *loop;
   tg_coll_config_t cfg;
@@ -261,6 +290,7 @@ struct coll {
   int ready_fd;
   struct coll_icheck *icheck; /* import_check.c; NULL until first used */
   struct coll_symbols *symbols; /* symbols.c; NULL until first used */
+  coll_events_t on; /* coll.c's wiring, read by the files below it */
   bool check_only;  /* --check-config: set up nothing that runs */
   bool stopping;
 };
@@ -293,171 +323,5 @@ int coll_rebuild(coll_t *c, tg_coll_config_t *cfg);
  * crash, for the next start to attach to. What the process holds stays
  * reachable from its one static coll_t until then. */
 void coll_stop(coll_t *c);
-/* Epoch milliseconds (the catalog's times). */
-int64_t coll_now_ms(void);
-/* The daemon's monotonic milliseconds: c->clock, the loop's time
- * (uv_now, no syscall) unless a test set its own clock (coll_test.h). The
- * trigger budgets and the coalescing window (trigger.c), a snapshot's
- * start, its hosts' clone_timeout and its duration (snap.c), the HTTP
- * servers' rates and ages all read this one. */
-int64_t coll_loop_ms(const coll_t *c);
-/* The same clock in nanoseconds (uv_hrtime on the loop's). */
-uint64_t coll_loop_ns(const coll_t *c);
-/* --- hosts.c --------------------------------------------------------- */
-
-/* Reads the inventory's shard and starts every host's holder (with
- * check_only: reads it only). Prints what is wrong and returns -1. */
-int coll_hosts_start(coll_t *c);
-/* Reads the inventory again: hosts that stay are untouched, new ones
- * start, removed ones have their ring ended. |why| for the log. */
-void coll_hosts_reload(coll_t *c, const char *why);
-/* Reloads when the inventory file changes; unwatch at the stop. */
-void coll_hosts_watch(coll_t *c);
-void coll_hosts_unwatch(coll_t *c);
-/* A removed host is freed if nothing holds it any more. */
-void coll_host_check_free(coll_host_t *h);
-/* *|slot| (a coll_host_t's not_offered or seen) becomes a copy of |ps|,
- * or NULL when |ps| holds none (or memory ran out: said in the log). */
-void coll_host_set_problems(coll_host_t *h, tg_ds_problems_t **slot,
-                            const tg_ds_problems_t *ps);
-/* A snapshot lets go of |h| (it took it with h->busy++). */
-void coll_host_release(coll_host_t *h);
-/* Whether |h| is in |group| ("all": every host). */
-bool coll_host_in_group(const coll_t *c, const coll_host_t *h,
-                        const char *group);
-
-/* --- standby.c ------------------------------------------------------- */
-
-void coll_standby_init(coll_host_t *h);
-/* Dials the standby connection if there is none (the holder traces). */
-void coll_standby_want(coll_host_t *h);
-/* Takes the ready connection for |user|'s clone: true, and h->sb.c is
- * the consumer; false: none ready (the snapshot dials its own). */
-bool coll_standby_take(coll_host_t *h, struct snap_host *user);
-/* The clone was read and freed: the connection is idle again. */
-void coll_standby_give_back(coll_host_t *h);
-/* Closes it (a failed clone, the host removed); the user, if any, hears
- * coll_snap_standby_closed() then coll_snap_standby_gone(). */
-void coll_standby_close(coll_host_t *h);
-/* Whether nothing of it is left to wait for (freeing the host). */
-bool coll_standby_idle(const coll_host_t *h);
-/* Whether standby.c's diagram has an arrow |from| -> |to| (a state to
- * itself is none). */
-bool coll_standby_transition_ok(coll_standby_state_t from,
-                                coll_standby_state_t to);
-
-/* --- snap.c ---------------------------------------------------------- */
-
-/* A standby connection a snapshot borrowed closed (|status|, |msg| as
- * the consumer's on_close gave them), then its transport was released. */
-void coll_snap_standby_closed(struct snap_host *sh, int status, const char *msg);
-void coll_snap_standby_gone(struct snap_host *sh, const char *detail);
-
-typedef struct coll_trigger_req {
-  const char *trigger; /* the trigger's name, "operator", "schedule" */
-  const char *reason;
-  const char *origin;  /* the host that fired it, "" for none */
-  coll_host_t *from;   /* that host (borrowed), NULL for an operator's or
-                        * the schedule's (|trigger| says which) */
-  const char *group;   /* "all" or a group of the config */
-  /* A CLONE_SNAPSHOT trigger of a host: the clone of |origin| carries it. */
-  const char *producer_name;
-  int32_t producer_uid;
-  /* The Alertmanager webhook's (alertmanager.c): its own budget. */
-  bool alertmanager;
-  /* When |n_hosts| > 0: exactly these hosts (borrowed for the call) in
-   * place of |group|'s. Such a trigger is served only by a snapshot of
-   * "all" under way; queued, the queue keeps their specs (coll_t's
-   * queued_hosts), and a second host list folded into it adds its own. */
-  coll_host_t *const *hosts;
-  size_t n_hosts;
-} coll_trigger_req_t;
-
-/* Called once the snapshot is in the store (or could not be): |id| 0
- * when it never began. */
-typedef void (*coll_snap_done_fn)(coll_t *c, coll_snap_t *s, void *ctx);
-
-/* Begins a snapshot of |r|'s group: the row, then a clone of every host
- * (each requested before this returns, but those dialing a connection
- * first). Returns 0 (and *id), or a negative error with nothing begun
- * (-EBUSY: COLL_RUNNING_MAX under way). |done| may run before it returns
- * (no host to ask). */
-int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
-                    coll_snap_done_fn done, void *ctx, coll_snap_t **out,
-                    uint64_t *id);
-uint64_t coll_snap_id(const coll_snap_t *s);
-/* The outcome once done: 0 and the stored state, or the store's error. */
-int coll_snap_result(const coll_snap_t *s, tg_coll_state_t *state);
-/* Stops waiting for hosts (collector stopping): the snapshot is finished
- * with what came. */
-void coll_snap_cut(coll_snap_t *s);
-/* What the trigger policy sees of |s| for a trigger from |from| (NULL:
- * not a host's). The view borrows |s|'s group. */
-void coll_snap_view(const coll_snap_t *s, const coll_host_t *from,
-                    tg_trigger_snap_view_t *v);
-/* Whether snapshot |id| is under way. */
-bool coll_snap_under_way(const coll_t *c, uint64_t id);
-
-/* --- trigger.c ------------------------------------------------------- */
-
-/* A trigger from anywhere, as trigger_policy.h decides: served by a
- * snapshot under way, folded into the queued one, refused over its budget
- * (-EAGAIN), begun now or queued. Returns 0 and in *id the snapshot that
- * serves it (0 when queued or folded into the queued one), or an error. */
-int coll_trigger(coll_t *c, const coll_trigger_req_t *r, uint64_t *id);
-/* The budgets' limits from the config (the per-host ones are set as each
- * host is added, hosts.c). */
-void coll_trigger_budgets(coll_t *c);
-/* The budgets, then the schedule (snapshot_every) and retention timers. */
-void coll_trigger_start(coll_t *c);
-void coll_trigger_stop(coll_t *c);
-/* Retention steps now (after a snapshot, and periodically). */
-void coll_retain(coll_t *c);
-/* A host's holder reached tracing: watch its ring's triggers. */
-void coll_watch_host(coll_t *c, coll_host_t *h);
-
-/* --- access.c --------------------------------------------------------- */
-
-struct tg_authz;
-struct tg_crl;
-/* The HTTPS access tables of |g| (none over plain HTTP: both NULL), the
- * caller's on success. -1 with what is wrong in |err|. */
-int coll_access_load(const tg_coll_config_t *g, struct tg_authz **authz,
-                     struct tg_crl **crl, char *err, size_t errlen);
-/* Reads them again and hands them to the HTTP layer, which ends the
- * connections they no longer allow; on an error the old ones stay. */
-void coll_access_reload(coll_t *c, const char *why);
-
-/* --- alertmanager.c ---------------------------------------------------- */
-
-struct tg_http_exchange;
-struct tg_http_request;
-/* POST /api/v1/alertmanager: Alertmanager's webhook (alertmanager.h).
- * Its repeat window is made at the first call (c->am.seen) and kept
- * until the process exits, as everything coll_t holds. */
-void coll_alertmanager_post(coll_t *c, struct tg_http_exchange *x,
-                            const struct tg_http_request *r, uint64_t id);
-/* Its counters in /metrics' text format, to |f|. */
-void coll_alertmanager_metrics(const coll_t *c, FILE *f);
-
-/* --- api.c, page.c ---------------------------------------------------- */
-
-struct tg_http_exchange;
-/* The web page (page.c), and its file at |path| ("/app.js"). */
-void coll_page_send(coll_t *c, struct tg_http_exchange *x);
-void coll_asset_send(struct tg_http_exchange *x, const char *path);
-
-int coll_api_start(coll_t *c);
-void coll_api_stop(coll_t *c);
-/* health.c: health_listen's listener (none without it), started by
- * coll_api_start and stopped by coll_api_stop. */
-int coll_health_start(coll_t *c);
-void coll_health_stop(coll_t *c);
-/* A snapshot ended: answers the requests waiting for it. */
-void coll_api_snapshot_done(coll_t *c, coll_snap_t *s);
-/* The queued snapshot began as |id|, or could not (|err|): the requests
- * that were folded into it are told. */
-void coll_api_queued_begun(coll_t *c, uint64_t id);
-void coll_api_queued_failed(coll_t *c, int err);
 
 #endif /* TRACEGATE_COLLECTOR_DAEMON_COLL_H */

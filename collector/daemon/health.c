@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include "collector/daemon/coll.h"
+#include "collector/daemon/api.h"
 #include "collector/http.h"
 #include "common/log.h"
 #include "tracegate/error.h"

@@ -30,6 +30,8 @@
 #include <string.h>
 
 #include "collector/daemon/coll.h"
+#include "collector/daemon/hosts.h"
+#include "collector/daemon/standby.h"
 #include "collector/shard.h"
 #include "common/fnv1a.h"
 #include "common/log.h"
@@ -135,7 +137,7 @@ static void on_state(tg_fleet_host_t *fh, tg_link_state_t from) {
       set_state(h, st, "");
       /* Re-attached on a new connection: its triggers come there now. */
       if (h->ring_up && from != TG_LINK_PREPARING) {
-        coll_watch_host(h->c, h);
+        h->c->on.host_tracing(h->c, h);
         coll_standby_want(h);
       }
       break;
@@ -199,7 +201,7 @@ static void on_tracing(tg_fleet_host_t *fh) {
             h->failures);
   h->failures = 0;
   h->warned[0] = '\0';
-  coll_watch_host(h->c, h);
+  h->c->on.host_tracing(h->c, h);
   coll_standby_want(h);
 }
 

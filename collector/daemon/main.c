@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "collector/daemon/coll.h"
+#include "collector/daemon/access.h"
+#include "collector/daemon/hosts.h"
 #include "common/flags.h"
 #include "common/log.h"
 #include "common/notice.h"

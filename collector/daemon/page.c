@@ -47,6 +47,7 @@
 #include <string.h>
 
 #include "collector/daemon/coll.h"
+#include "collector/daemon/api.h"
 #include "collector/daemon/page_assets.h"
 #include "collector/http.h"
 #include "common/log.h"

@@ -39,6 +39,10 @@
 #include <string.h>
 
 #include "collector/daemon/coll.h"
+#include "collector/daemon/hosts.h"
+#include "collector/daemon/retain.h"
+#include "collector/daemon/snap.h"
+#include "collector/daemon/standby.h"
 #include "collector/daemon/boost.h"
 #include "collector/daemon/data_window.h"
 #include "collector/daemon/snap_host.h"
@@ -703,7 +707,7 @@ static void store_result(coll_snap_t *s) {
          s->result < 0 ? "not stored" : tg_coll_state_name(s->state),
          s->delivered, s->n, packets, bytes);
   running_remove(c, s);
-  coll_api_snapshot_done(c, s);
+  c->on.snapshot_done(c, s);
   if (s->done) s->done(c, s, s->done_ctx);
   uv_close((uv_handle_t *)&s->deadline, snap_free);
   if (c->stopping) {

@@ -18,6 +18,7 @@
 #include <stdio.h>
 
 #include "collector/daemon/coll.h"
+#include "collector/daemon/standby.h"
 #include "common/log.h"
 
 #define RETRY_MS 5000
@@ -86,17 +87,17 @@ static void on_gone(void *ctx, const char *detail) {
   h->sb.c = NULL;
   h->sb.conn = NULL;
   h->sb.user = NULL;
-  if (user) coll_snap_standby_gone(user, detail);
+  if (user) h->c->on.standby_gone(user, detail);
   if (!h->removed && !h->c->stopping)
     uv_timer_start(&h->sb.retry, on_retry, RETRY_MS, 0);
   else if (h->removed)
-    coll_host_check_free(h); /* it may be freed now */
+    h->c->on.standby_released(h); /* it may be freed now */
 }
 
 static void on_close(tg_consumer_t *c, int status, const char *msg) {
   coll_host_t *h = of(c);
   set_state(h, COLL_SB_CLOSING, msg && msg[0] ? msg : "closed");
-  if (h->sb.user) coll_snap_standby_closed(h->sb.user, status, msg);
+  if (h->sb.user) h->c->on.standby_closed(h->sb.user, status, msg);
   h->c->dialer.release(h->sb.conn, on_gone, h);
 }
 

@@ -20,6 +20,9 @@
 #include <string.h>
 
 #include "collector/daemon/coll.h"
+#include "collector/daemon/hosts.h"
+#include "collector/daemon/retain.h"
+#include "collector/daemon/trigger.h"
 #include "common/log.h"
 #include "common/printable.h"
 #include "tracegate/error.h"
@@ -202,9 +205,9 @@ static void start_queued(coll_t *c, coll_snap_t *ended, void *ctx) {
   }
   free(hosts);
   if (rv < 0)
-    coll_api_queued_failed(c, rv);
+    c->on.queued_failed(c, rv);
   else
-    coll_api_queued_begun(c, id);
+    c->on.queued_begun(c, id);
 }
 
 static void queue(coll_t *c, const coll_trigger_req_t *r) {
@@ -358,22 +361,6 @@ static void on_schedule(uv_timer_t *t) {
   int rv = coll_trigger(c, &r, &id);
   if (rv < 0 && rv != -EAGAIN) /* refusals are counted and said there */
     TG_WARN("scheduled snapshot: %s", tg_strerror(rv));
-}
-
-void coll_retain(coll_t *c) {
-  /* A bounded number of steps per call: the loop serves others between. */
-  for (int i = 0; i < 64; i++) {
-    tg_coll_retained_t out;
-    int rv = tg_coll_store_retain(c->store, &out);
-    if (rv < 0) {
-      TG_WARN("retention: %s", tg_strerror(rv));
-      return;
-    }
-    if (rv == 0) return;
-    TG_INFO("retention: snapshot %016" PRIx64 " (%" PRIu64
-           " bytes) deleted (%s)", out.id, out.bytes,
-           tg_coll_verdict_name(out.verdict));
-  }
 }
 
 static void on_retention(uv_timer_t *t) { coll_retain(t->data); }

@@ -19,7 +19,12 @@
 #include <uv.h>
 
 #include "coll_e2e.h"
+#include "collector/daemon/api.h"
 #include "collector/daemon/coll.h"
+#include "collector/daemon/hosts.h"
+#include "collector/daemon/snap.h"
+#include "collector/daemon/standby.h"
+#include "collector/daemon/trigger.h"
 
 #define COLL_UNIT_HOSTS_MAX 3
 

@@ -17,6 +17,7 @@
 
 #include "auth/authz.h"
 #include "auth/crl.h"
+#include "collector/daemon/access.h"
 #include "collector/daemon/coll.h"
 #include "fleet_harness.h"
 

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "collector/daemon/coll.h"
+#include "collector/daemon/hosts.h"
 
 static void every_state_has_its_own_name(void **state) {
   (void)state;

@@ -1,0 +1,28 @@
+/* The daemon's clocks (clock.c), below every other file of the daemon:
+ * the catalog's wall-clock milliseconds and the loop's monotonic time
+ * that its decisions read (common/clock.h; a simulated one in tests,
+ * coll_test.h). Calls nothing of the daemon's.
+ */
+#ifndef TRACEGATE_COLLECTOR_DAEMON_CLOCK_H
+#define TRACEGATE_COLLECTOR_DAEMON_CLOCK_H
+
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct coll coll_t;
+
+/* c->clock becomes the time of |loop| (c->loop_clock): coll_prepare's
+ * first step. */
+void coll_clock_init(coll_t *c, uv_loop_t *loop);
+/* Epoch milliseconds (the catalog's times). */
+int64_t coll_now_ms(void);
+/* The daemon's monotonic milliseconds: c->clock, the loop's time
+ * (uv_now, no syscall) unless a test set its own clock (coll_test.h). The
+ * trigger budgets and the coalescing window (trigger.c), a snapshot's
+ * start, its hosts' clone_timeout and its duration (snap.c), the HTTP
+ * servers' rates and ages all read this one. */
+int64_t coll_loop_ms(const coll_t *c);
+/* The same clock in nanoseconds (uv_hrtime on the loop's). */
+uint64_t coll_loop_ns(const coll_t *c);
+
+#endif /* TRACEGATE_COLLECTOR_DAEMON_CLOCK_H */
