@@ -6,6 +6,8 @@
  *   <prefix>snapshots/<id>.pftrace   a finished snapshot (live row)
  *   <prefix>snapshots/<id>.index     its host index, if any
  *   <prefix>snapshots/<id>.meta      its sidecar: the row (snap_meta.h)
+ *   <prefix>snapshots/<id>.symbols   its symbols, if symbolized (store.h)
+ *   <prefix>snapshots/<id>.symidx    their host index, if any
  *
  * A snapshot streams into a multipart upload of that key while it is
  * written (parts of part_size bytes, uploaded in parallel by queue_parts
@@ -43,11 +45,14 @@
 
 typedef struct tg__coll_s3_writer tg__coll_s3_writer_t;
 
-/* A snapshot's objects: its trace, its host index, its sidecar. */
+/* A snapshot's objects: its trace, its host index, its sidecar, and the
+ * symbols the collector's symbolize stores after (store_symbols.c). */
 typedef enum tg__coll_obj {
   TG__COLL_OBJ_TRACE = 0,
   TG__COLL_OBJ_INDEX = 1,
   TG__COLL_OBJ_META = 2,
+  TG__COLL_OBJ_SYMBOLS = 3,
+  TG__COLL_OBJ_SYMIDX = 4,
 } tg__coll_obj_t;
 
 /* Connects the store to its bucket (the store's own client, used on the
@@ -96,6 +101,13 @@ void tg__coll_s3_remove(tg_coll_store_t *s, uint64_t id);
 /* A presigned GET URL of |id|'s trace object (tg_s3_presign_get). */
 int tg__coll_s3_presign(tg_coll_store_t *s, uint64_t id, int64_t now_s,
                         uint32_t expires_s, char *url, size_t cap);
+
+/* |id|'s symbols object: 0 (there), -ENOENT, or the client's error. One
+ * HEAD with the store's client. */
+int tg__coll_s3_has_symbols(tg_coll_store_t *s, uint64_t id);
+/* Deletes |id|'s symbols objects (a snapshot deleted while they were
+ * uploaded); failures logged. */
+void tg__coll_s3_remove_symbols(tg_coll_store_t *s, uint64_t id);
 
 /* A read-only fd holding a copy of |id|'s trace (or index): an unnamed
  * file under tmp/, gone when closed. -ENOENT when there is none. */

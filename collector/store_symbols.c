@@ -1,10 +1,14 @@
 /* Symbols beside a stored snapshot (store.h, tg_coll_store_symbols_*):
  * "<id>.symbols" and "<id>.symidx" in snapshots/, written under tmp/ and
- * renamed in once synced. The trace, its index and its row are never
- * touched, so a snapshot is as whole without its symbols as before them,
- * and a crash at any step leaves at worst a symbols file without its
- * index (served whole, not in host parts) or garbage in tmp/ (removed at
- * the next open). */
+ * renamed in once synced; or, for a bucket's store, written under tmp/
+ * and PUT as objects (index first, symbols last, each If-None-Match: *)
+ * by tg_coll_symput_run (store_s3.c) before commit. The trace, its index,
+ * its sidecar and its row are never touched, so a snapshot is as whole
+ * without its symbols as before them, and a crash at any step leaves at
+ * worst a symbols file without its index (served whole, not in host
+ * parts), an index object without its symbols (read by nobody, replaced
+ * by the next attempt, deleted with the snapshot) or garbage in tmp/
+ * (removed at the next open). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -13,6 +17,7 @@
 
 #include "collector/snapshot_id.h"
 #include "collector/store_internal.h"
+#include "collector/store_s3.h"
 #include "common/log.h"
 
 static bool live(tg_coll_store_t *s, uint64_t id) {
@@ -31,7 +36,6 @@ static int create_tmp(tg_coll_store_t *s, const char *name) {
 
 int tg_coll_store_symbols_begin(tg_coll_store_t *s, uint64_t id, int *fd,
                                 int *ifd) {
-  if (s->s3) return -EOPNOTSUPP;
   if (!tg_coll_id_valid(id) || !live(s, id)) return -ENOENT;
   char name[TG_COLL_FILE_NAME_MAX], iname[TG_COLL_FILE_NAME_MAX];
   tg_coll_id_symbols_name(id, 1, name);
@@ -61,11 +65,17 @@ void tg_coll_store_symbols_abort(tg_coll_store_t *s, uint64_t id) {
  * that they are there, and checks the index against its size. */
 int tg_coll_store_symbols_commit(tg_coll_store_t *s, uint64_t id,
                                  bool with_index) {
-  if (s->s3) return -EOPNOTSUPP;
   if (!tg_coll_id_valid(id) || !live(s, id)) {
-    /* Deleted meanwhile (retention): its symbols go with it. */
+    /* Deleted meanwhile (retention): its symbols go with it. A delete
+     * after this check removes the objects itself (store_s3.c). */
     tg_coll_store_symbols_abort(s, id);
+    if (s->s3 && tg_coll_id_valid(id)) tg__coll_s3_remove_symbols(s, id);
     return -ENOENT;
+  }
+  if (s->s3) {
+    /* The objects are in (tg_coll_symput_run): tmp/ is done with. */
+    tg_coll_store_symbols_abort(s, id);
+    return 0;
   }
   char tmp[TG_COLL_FILE_NAME_MAX], final[TG_COLL_FILE_NAME_MAX];
   int err = 0;
@@ -90,9 +100,25 @@ int tg_coll_store_symbols_commit(tg_coll_store_t *s, uint64_t id,
   return err;
 }
 
+int tg_coll_store_has_symbols(tg_coll_store_t *s, uint64_t id) {
+  if (!tg_coll_id_valid(id)) return -ENOENT;
+  if (s->s3) return tg__coll_s3_has_symbols(s, id);
+  char name[TG_COLL_FILE_NAME_MAX];
+  tg_coll_id_symbols_name(id, 0, name);
+  return faccessat(s->snap_fd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0 ? 0
+                                                                     : -errno;
+}
+
 int tg_coll_store_open_symbols(tg_coll_store_t *s, uint64_t id, int *fd,
                                int *ifd) {
-  if (s->s3 || !tg_coll_id_valid(id)) return -ENOENT;
+  if (!tg_coll_id_valid(id)) return -ENOENT;
+  if (s->s3) {
+    tg_coll_fetch_t *f = NULL;
+    int err = tg_coll_store_fetch_new(s, id, false, &f);
+    if (!err) err = tg_coll_fetch_symbols(f, fd, ifd);
+    tg_coll_fetch_free(f);
+    return err;
+  }
   char name[TG_COLL_FILE_NAME_MAX];
   tg_coll_id_symbols_name(id, 0, name);
   int f = openat(s->snap_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
