@@ -162,6 +162,41 @@ symbols_settled() {
   done
 }
 
+# A debuginfod server that accepts connections and never answers, for a
+# symbolization held until the collector dies: exports DEBUGINFOD_URLS
+# (and a cache and timeout of the test's own).
+silent_debuginfod() {
+  python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64)
+print(s.getsockname()[1], flush=True); time.sleep(3600)' >"$WORK/silent.port" &
+  PIDS="$PIDS $!"
+  i=0
+  until [ -s "$WORK/silent.port" ]; do
+    i=$((i + 1)); [ $i -lt 200 ] || die "the silent server did not start"; sleep 0.05
+  done
+  export DEBUGINFOD_URLS="http://127.0.0.1:$(cat "$WORK/silent.port")"
+  export DEBUGINFOD_CACHE_PATH="$WORK/debuginfod-cache" DEBUGINFOD_TIMEOUT=600
+}
+
+# The API's symbols state of SNAP_ID.
+symbols_state() {
+  curl -sf "$API/snapshots/$SNAP_ID" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["symbols"]["state"])'
+}
+
+# Waits until SNAP_ID's symbolization runs, then kills collector COLL_PID
+# with SIGKILL.
+kill_while_running() {
+  i=0
+  until [ "$(symbols_state)" = running ]; do
+    i=$((i + 1)); [ $i -lt 600 ] || die "the symbolization is $(symbols_state), not running"
+    sleep 0.05
+  done
+  kill -KILL "$COLL_PID"
+  wait "$COLL_PID" 2>/dev/null || true
+  forget_pid "$COLL_PID"
+}
+
 # The stored file of snapshot SNAP_ID of collector $1.
 stored() { echo "$WORK/store-$1/snapshots/$SNAP_ID.pftrace"; }
 

@@ -7,7 +7,7 @@
 # a tracegate-perf) sample a stripped workload (main -> func_a -> func_b ->
 # spin, built with -g, its debug info split into DBG/.build-id/xx/yyyy.debug)
 # in the collector's rings; both see the one workload process, so both
-# machines of a snapshot have its frames. Three collectors take a
+# machines of a snapshot have its frames. Four collectors take a
 # snapshot of them in turn:
 #  - symbolize = local with symbolize_debug_dir = DBG: the snapshot is
 #    listed complete, its symbols come after (the API's "symbols" says
@@ -23,7 +23,11 @@
 #  - symbolize = local with a debug directory that cannot be read: the
 #    snapshot stays complete and downloads whole, the failure is in the
 #    API ("failed" and why), in the host's row (a problem of code TG-5095)
-#    and in the metrics.
+#    and in the metrics; a restart does not queue it again;
+#  - symbolize = debuginfod against a server that never answers, the
+#    collector killed (SIGKILL) while the symbolization runs, started
+#    again with symbolize = local: the snapshot is queued again at start
+#    and its frames named.
 #
 # Skipped (exit 77), with the reason, where perf_event_open is refused,
 # without a C compiler, objcopy, strip or readelf, and where PERFETTO_BIN
@@ -127,10 +131,34 @@ curl -sf "${API%/api/v1}/metrics" | grep -q '^tracegate_collector_symbolized_tot
   die "the metrics do not count the failure"
 grep -q 'TG-5095.*no-such-dir' "$WORK/bad.log" || die "the failure is not in the log"
 stop_clean "$COLL_PID" "the collector (bad)" "$WORK/bad.log"
+
+# --- a symbolization cut short by SIGKILL, done after the restart ---------------
+silent_debuginfod
+snapshot rs "symbolize = debuginfod"
+kill_while_running
+unset DEBUGINFOD_URLS
+[ ! -e "$WORK/store-rs/snapshots/$SNAP_ID.symbols" ] || die "symbols stored before the kill"
+collector_start rs "symbolize = local
+symbolize_debug_dir = dbg"
+grep -q 'queued again' "$WORK/rs.log" || die "the snapshot was not queued again at start"
+symbols_settled >"$WORK/rs.row.json"
+python3 - "$WORK/rs.row.json" <<'PY' || die "after the restart: $(cat "$WORK/rs.row.json")"
+import json, sys
+s = json.load(open(sys.argv[1]))["symbols"]
+assert s["state"] == "done" and s["frames_named"] > 0, s
+PY
+curl -sf "$API/snapshots/$SNAP_ID/trace" -o "$WORK/rs.pftrace" || die "GET the trace"
+[ -z "$(ls "$WORK/store-rs/tmp")" ] || die "tmp/ keeps $(ls "$WORK/store-rs/tmp")"
+stop_clean "$COLL_PID" "the collector (rs)" "$WORK/rs.log"
+# A start with the symbols there and a failure recorded: nothing queued.
+collector_start bad "symbolize = local
+symbolize_debug_dir = no-such-dir"
+! grep -q 'queued again' "$WORK/bad.log" || die "a failed symbolization was queued again"
+stop_clean "$COLL_PID" "the collector (bad, again)" "$WORK/bad.log"
 cleanup
 
 need_tp "the snapshots were taken but not checked by trace_processor"
-for t in on on-a on-b off bad bad-a; do
+for t in on on-a on-b off bad bad-a rs; do
   bad=$(bad_stats "$WORK/$t.pftrace")
   [ -z "$bad" ] || die "trace_processor stats of $t: $bad"
 done
@@ -147,7 +175,7 @@ for t in on off bad; do
     [ "$1" -gt 0 ] || die "$t: no samples on machine $m"
   done
 done
-for t in on on-a on-b; do
+for t in on on-a on-b rs; do
   set -- $(named "$WORK/$t.pftrace")
   say "$t: $2 of the workload's $1 frames named with file and line"
   [ "$1" -gt 0 ] && [ $(($2 * 10)) -ge $(($1 * 9)) ] ||

@@ -68,11 +68,6 @@ bucket_lines() {
   printf 'bucket = s3://%s/%s\ns3_endpoint = %s\ns3_credentials_file = %s\ns3_presign = 1m\n' \
     "$BUCKET" "$1" "$EP" "$RGW/credentials"
 }
-# The API's symbols state of SNAP_ID.
-symbols_state() {
-  curl -sf "$API/snapshots/$SNAP_ID" |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["symbols"]["state"])'
-}
 
 # --- symbolize = local, the snapshot in the bucket ------------------------------
 snapshot on "$(bucket_lines on)
@@ -131,18 +126,7 @@ done
 stop_clean "$COLL_PID" "the collector (on, retention)" "$WORK/on.log"
 
 # --- a symbolization cut short by SIGKILL, done after the restart ---------------
-# A debuginfod server that accepts connections and never answers: the
-# symbolization waits on it (DEBUGINFOD_TIMEOUT) until the collector dies.
-python3 -c 'import socket, sys, time
-s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64)
-print(s.getsockname()[1], flush=True); time.sleep(3600)' >"$WORK/silent.port" &
-PIDS="$PIDS $!"
-i=0
-until [ -s "$WORK/silent.port" ]; do
-  i=$((i + 1)); [ $i -lt 200 ] || die "the silent server did not start"; sleep 0.05
-done
-export DEBUGINFOD_URLS="http://127.0.0.1:$(cat "$WORK/silent.port")"
-export DEBUGINFOD_CACHE_PATH="$WORK/debuginfod-cache" DEBUGINFOD_TIMEOUT=600
+silent_debuginfod
 snapshot rs "$(bucket_lines rs)
 symbolize = debuginfod"
 i=0
@@ -153,9 +137,7 @@ done
 # No symbols yet: the download is the presigned redirect to the trace.
 code=$(curl -s -o "$WORK/rs.302.json" -w '%{http_code}' "$API/snapshots/$SNAP_ID/trace")
 [ "$code" = 302 ] || die "GET the trace without symbols: $code, not the redirect"
-kill -KILL "$COLL_PID"
-wait "$COLL_PID" 2>/dev/null || true
-forget_pid "$COLL_PID"
+kill_while_running
 unset DEBUGINFOD_URLS
 [ "$(s3 HEAD "rs/snapshots/$SNAP_ID.symbols" /dev/null)" = 404 ] ||
   die "symbols stored before the kill"
