@@ -6,7 +6,9 @@
 # DBG/.build-id/), two hosts on loopback (each a tracegated, a
 # tracegate-relay over TLS and a tracegate-perf) sampling it in the
 # collector's rings (HOST_a, HOST_b, hosts.txt, flight.pbtxt), and the
-# helpers below. Skips (exit 77) like the tests.
+# helpers below. Skips (exit 77) like the tests. SYM_WORKLOAD names the
+# workload's program (its cmdline, which the rings sample): one of each
+# test's own, so that tests run at once do not sample each other's.
 
 need_cc
 for t in objcopy strip readelf curl python3; do
@@ -34,16 +36,16 @@ int main(int argc, char **argv) {
   return 0;
 }
 C
-"$CC" -g -O1 -fno-omit-frame-pointer -Wl,--build-id -o "$WORK/symwork" \
+"$CC" -g -O1 -fno-omit-frame-pointer -Wl,--build-id -o "$WORK/$SYM_WORKLOAD" \
   "$WORK/work.c" || die "cannot build the workload"
-BID=$(readelf -n "$WORK/symwork" | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p')
+BID=$(readelf -n "$WORK/$SYM_WORKLOAD" | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p')
 [ -n "$BID" ] || die "the workload has no build id"
 DBG=$WORK/dbg
 mkdir -p "$DBG/.build-id/$(echo "$BID" | cut -c1-2)"
-objcopy --only-keep-debug "$WORK/symwork" \
+objcopy --only-keep-debug "$WORK/$SYM_WORKLOAD" \
   "$DBG/.build-id/$(echo "$BID" | cut -c1-2)/$(echo "$BID" | cut -c3-).debug" ||
   die "objcopy --only-keep-debug"
-strip --strip-all "$WORK/symwork" || die "strip"
+strip --strip-all "$WORK/$SYM_WORKLOAD" || die "strip"
 
 # --- certificates and the host ----------------------------------------------
 (cd "$WORK" && sh "$SRC_DIR/deploy/certs/tg-certs" ca pki >/dev/null &&
@@ -61,7 +63,7 @@ ready_port() {
 }
 
 rm -f "$WORK/stop"
-"$WORK/symwork" "$WORK/stop" &
+"$WORK/$SYM_WORKLOAD" "$WORK/stop" &
 PIDS="$PIDS $!"
 # Host $1: tracegated, its relay and its tracegate-perf. Sets HOST_$1.
 host_start() {
@@ -84,7 +86,7 @@ host_start a
 host_start b
 printf '%s name=relay.test label=a\n%s name=relay.test label=b\n' "$HOST_a" \
   "$HOST_b" >"$WORK/hosts.txt"
-cat >"$WORK/flight.pbtxt" <<'CFG'
+cat >"$WORK/flight.pbtxt" <<CFG
 buffers { size_kb: 1024 fill_policy: RING_BUFFER }
 data_sources {
   config {
@@ -92,7 +94,7 @@ data_sources {
     perf_event_config {
       timebase { frequency: 100 counter: SW_CPU_CLOCK }
       callstack_sampling {
-        scope { target_cmdline: "symwork" }
+        scope { target_cmdline: "$SYM_WORKLOAD" }
         user_frames: UNWIND_FRAME_POINTER
       }
       ring_buffer_read_period_ms: 50
@@ -211,7 +213,7 @@ named() {
      from stack_profile_frame f
      join stack_profile_mapping mp on mp.id = f.mapping
      left join stack_profile_symbol s on s.symbol_set_id = f.symbol_set_id
-     where mp.name like '%/symwork'" "$1"
+     where mp.name like '%/$SYM_WORKLOAD'" "$1"
 }
 # Samples of trace $1 on machine raw_id $2, and on any other.
 machines() {

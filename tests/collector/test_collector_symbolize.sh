@@ -38,6 +38,7 @@
 set -eu
 
 PERF_TEST=test_collector_symbolize
+SYM_WORKLOAD=symwork
 . "$SRC_DIR/tests/perf/perf_lib.sh"
 die() {
   say "FAILED: $*"

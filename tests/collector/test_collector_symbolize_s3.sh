@@ -32,6 +32,7 @@
 set -eu
 
 PERF_TEST=test_collector_symbolize_s3
+SYM_WORKLOAD=symwks3
 . "$SRC_DIR/tests/perf/perf_lib.sh"
 RGW=$WORK.rgw
 RGW_SH=$SRC_DIR/tests/support/ceph_rgw.sh
