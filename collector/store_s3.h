@@ -84,9 +84,9 @@ void tg__coll_s3_discard(tg__coll_s3_writer_t *w);
 /* Frees the writer (its thread joined). */
 void tg__coll_s3_free(tg__coll_s3_writer_t *w);
 
-/* The rebuild's view of the bucket (store_rebuild.c): the store's
- * client, prefix ("" or ending in '/'), keys and their parse (0 and
- * *id, *kind; -1: not a snapshot's key). */
+/* The rebuild's and the symbols' view of the bucket (store_rebuild.c,
+ * store_symbols.c): the store's client, prefix ("" or ending in '/'),
+ * keys and their parse (0 and *id, *kind; -1: not a snapshot's key). */
 tg_s3_client_t *tg__coll_s3_client(tg_coll_store_t *s);
 const char *tg__coll_s3_prefix(tg_coll_store_t *s);
 void tg__coll_s3_key(tg_coll_store_t *s, uint64_t id, tg__coll_obj_t kind,
@@ -102,12 +102,9 @@ void tg__coll_s3_remove(tg_coll_store_t *s, uint64_t id);
 int tg__coll_s3_presign(tg_coll_store_t *s, uint64_t id, int64_t now_s,
                         uint32_t expires_s, char *url, size_t cap);
 
-/* |id|'s symbols object: 0 (there), -ENOENT, or the client's error. One
- * HEAD with the store's client. */
-int tg__coll_s3_has_symbols(tg_coll_store_t *s, uint64_t id);
-/* Deletes |id|'s symbols objects (a snapshot deleted while they were
- * uploaded); failures logged. */
-void tg__coll_s3_remove_symbols(tg_coll_store_t *s, uint64_t id);
+/* A client of the store's configuration, the caller's (to use on one
+ * thread of its own; tg_s3_client_free). */
+int tg__coll_s3_client_new(tg_coll_store_t *s, tg_s3_client_t **out);
 
 /* A read-only fd holding a copy of |id|'s trace (or index): an unnamed
  * file under tmp/, gone when closed. -ENOENT when there is none. */
