@@ -471,7 +471,9 @@ static bool failed_before(coll_t *c, uint64_t id) {
   tg_coll_host_t *rows = NULL;
   if (tg_coll_store_hosts(c->store, id, NULL, 0, &n) != 0) return true;
   if (n && !(rows = calloc(n, sizeof(*rows)))) return true;
-  bool failed = n && tg_coll_store_hosts(c->store, id, rows, n, &n) != 0;
+  size_t cap = n;
+  bool failed = n && tg_coll_store_hosts(c->store, id, rows, cap, &n) != 0;
+  if (n > cap) n = cap; /* rows added meanwhile: those read suffice */
   for (size_t i = 0; i < n && !failed; i++) {
     json_t *a = rows[i].problems[0] ? json_loads(rows[i].problems, 0, NULL)
                                     : NULL;
