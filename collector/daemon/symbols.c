@@ -542,10 +542,13 @@ json_t *coll_symbols_json(coll_t *c, uint64_t id) {
     return json_pack("{s:s}", "state", "off");
   const sym_entry_t *e = c->symbols ? entry_find(c->symbols, id) : NULL;
   if (!e) {
-    /* Symbolized before this start, or never (not live, or stored
-     * before symbolize was on). */
-    bool stored = tg_coll_store_has_symbols(c->store, id) == 0;
-    return json_pack("{s:s}", "state", stored ? "done" : "none");
+    /* Symbolized before this start (or by another collector of the
+     * bucket), or never (not live, or stored before symbolize was on). */
+    int err = tg_coll_store_has_symbols(c->store, id);
+    if (err && err != -ENOENT)
+      return json_pack("{s:s, s:s}", "state", "unknown", "why",
+                       tg_strerror(err));
+    return json_pack("{s:s}", "state", err ? "none" : "done");
   }
   if (e->state == SYM_FAILED)
     return json_pack("{s:s, s:o}", "state", "failed", "why",
