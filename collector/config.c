@@ -951,14 +951,6 @@ static int finish(parser_t *p) {
   if (p->seen[KEY_S3_ENDPOINT] && strchr(strstr(c->s3_endpoint, "//") + 2, '/'))
     return fail(p, p->seen[KEY_S3_ENDPOINT],
                 "s3_endpoint: expected %s", KEYS[KEY_S3_ENDPOINT].expect);
-  /* A bucket's objects are written once: symbols would be objects of
-   * their own that every download assembles (docs/collector.md, "Symbols
-   * of each snapshot"), which the presigned URLs cannot give. */
-  if (c->symbolize != TG_COLL_SYMBOLIZE_OFF && p->seen[KEY_BUCKET])
-    return fail(p, p->seen[KEY_SYMBOLIZE],
-                "symbolize: expected off with bucket (a bucket's snapshots "
-                "are not symbolized: run `tracegate symbolize` on a "
-                "downloaded one)");
   if (c->symbolize == TG_COLL_SYMBOLIZE_OFF) {
     unsigned l = p->debug_dir_line ? p->debug_dir_line
                                    : p->seen[KEY_SYMBOLIZE_TIMEOUT];

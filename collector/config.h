@@ -131,7 +131,7 @@
  *                      stored snapshot's frames named from debug files
  *                      found by build id (`tracegate symbolize`'s lookup;
  *                      debuginfod: then DEBUGINFOD_URLS' servers, which the
- *                      daemon's environment must name); not with bucket
+ *                      daemon's environment must name)
  *     symbolize_timeout  DURATION, 1s..1h, default 10m: one snapshot's
  *                      symbolization; only with symbolize
  * - Repeatable keys:

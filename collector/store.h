@@ -8,6 +8,7 @@
  *   <dir>/snapshots/<id>.index         its host index (snap_index.h), if any
  *   <dir>/tmp/<id>.index.partial       the index being written
  *   <dir>/snapshots/<id>.symbols, .symidx  its symbols, if symbolized
+ *   <dir>/tmp/<id>.symbols.partial, .symidx.partial  being written
  *
  * The protocol (docs/collector.md says why each step is where it is):
  *   begin:   PENDING row committed -> id returned -> tmp file created
@@ -211,32 +212,60 @@ int tg_coll_store_fetch_new(tg_coll_store_t *s, uint64_t id, bool index,
  * read-only use, at offset 0), -ENOENT (no such object), or the client's
  * error. Blocks for the whole download. */
 int tg_coll_fetch_run(tg_coll_fetch_t *f, int *fd);
+/* Whether the snapshot has symbols in the bucket (one HEAD): 0, -ENOENT,
+ * or the client's error. Blocks. */
+int tg_coll_fetch_has_symbols(tg_coll_fetch_t *f);
+/* Its symbols and their host index, each into an unnamed file as above:
+ * 0, *sfd and *sifd (-1: no index); -ENOENT (no symbols), the client's
+ * error. Blocks. */
+int tg_coll_fetch_symbols(tg_coll_fetch_t *f, int *sfd, int *sifd);
 void tg_coll_fetch_free(tg_coll_fetch_t *f); /* NULL-safe */
 
 /* Symbols beside a live snapshot (the collector's `symbolize`,
  * docs/collector.md "Symbols"): "<id>.symbols" (ModuleSymbols packets, a
  * trace to append to the snapshot's) and "<id>.symidx" (their host index,
- * snap_index.h's format over the symbols file). A directory store only
- * (-EOPNOTSUPP for a bucket's). The trace, its index and its row are not
- * changed; delete, retention and recovery remove the symbols with the
- * snapshot.
+ * snap_index.h's format over the symbols file), files in snapshots/ or
+ * objects in the bucket. The trace, its index, its sidecar and its row
+ * are not changed; delete, retention and recovery remove the symbols
+ * with the snapshot.
  *
  * begin: creates both under tmp/ (on the store's thread): 0 and the two
  * fds (read-write, the caller's to write, fsync and close, on any thread);
- * -ENOENT when the snapshot is not live. commit (the store's thread, the
- * files synced and closed): renames them into snapshots/ (the index only
- * when |with_index|; else an older one goes) and syncs the directory;
- * -ENOENT when the snapshot went meanwhile (the files removed); on any
- * error nothing of them is left. abort: removes them from tmp/. */
+ * -ENOENT when the snapshot is not live. A bucket's store: then
+ * tg_coll_symput_run() (below) puts them in the bucket off the store's
+ * thread, before commit. commit (the store's thread, the files synced
+ * and closed): a directory store renames them into snapshots/ (the index
+ * only when |with_index|; else an older one goes) and syncs the
+ * directory; a bucket's checks that the snapshot is still live. -ENOENT
+ * when the snapshot went meanwhile (the files, or objects, removed); on
+ * any error nothing of them is left. abort: removes them from tmp/. */
 int tg_coll_store_symbols_begin(tg_coll_store_t *s, uint64_t id, int *fd,
                                 int *ifd);
 int tg_coll_store_symbols_commit(tg_coll_store_t *s, uint64_t id,
                                  bool with_index);
 void tg_coll_store_symbols_abort(tg_coll_store_t *s, uint64_t id);
 /* Opens snapshot |id|'s symbols read-only: 0, *fd and *ifd (-1 when they
- * have no index); -ENOENT when it has none (or is in a bucket). */
+ * have no index); -ENOENT when it has none. A bucket's are downloaded
+ * (blocks: the API uses tg_coll_fetch_symbols on a worker instead). */
 int tg_coll_store_open_symbols(tg_coll_store_t *s, uint64_t id, int *fd,
                                int *ifd);
+/* Whether snapshot |id| has symbols: 0 (yes), -ENOENT, or an error (a
+ * bucket's: one HEAD, on the store's thread). */
+int tg_coll_store_has_symbols(tg_coll_store_t *s, uint64_t id);
+
+/* A bucket's store: the upload of snapshot |id|'s symbols, made on the
+ * store's thread (a client of its own: nothing of the store's after),
+ * run on any one thread, freed on either. -EOPNOTSUPP for a directory
+ * store. run: the index (when |with_index|) then the symbols, each PUT
+ * with If-None-Match: *, read from the fds begin gave (synced); 0,
+ * -EEXIST (symbols are there already: stored whole before), or the
+ * client's error (then no index is left without its symbols). */
+typedef struct tg_coll_symput tg_coll_symput_t;
+int tg_coll_store_symput_new(tg_coll_store_t *s, uint64_t id,
+                             tg_coll_symput_t **out);
+int tg_coll_symput_run(tg_coll_symput_t *p, int sfd, int sifd,
+                       bool with_index);
+void tg_coll_symput_free(tg_coll_symput_t *p); /* NULL-safe */
 
 int tg_coll_store_pin(tg_coll_store_t *s, uint64_t id, bool pinned);
 /* Host |host|'s problems in a finished snapshot replaced by |problems|

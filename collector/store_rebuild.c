@@ -57,7 +57,9 @@ static int on_object(void *ctx, const tg_s3_object_t *o) {
   tg__coll_obj_t kind;
   if (tg__coll_s3_parse_key(l->s, o->key, &id, &kind) != 0) return 0;
   if (id > l->max_id) l->max_id = id;
-  if (kind == TG__COLL_OBJ_INDEX) return 0;
+  /* An index or symbols object needs no row field: the trace's index is
+   * named by the sidecar, the symbols are found by their key. */
+  if (kind != TG__COLL_OBJ_TRACE && kind != TG__COLL_OBJ_META) return 0;
   if (!l->n || l->e[l->n - 1].id != id) {
     if (l->n == l->cap) {
       size_t cap = l->cap ? l->cap * 2 : 64;

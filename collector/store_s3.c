@@ -98,12 +98,17 @@ void tg__coll_s3_close(tg_coll_store_t *s) {
   s->s3 = NULL;
 }
 
-/* "<prefix>snapshots/<id>.pftrace" (or .index, .meta) into |out|. */
+/* "<prefix>snapshots/<id>.pftrace" (or .index, .meta, .symbols, .symidx)
+ * into |out|. */
 static void object_key(const struct tg__coll_s3 *b, uint64_t id,
                        tg__coll_obj_t kind, char out[TG_S3_KEY_MAX + 1]) {
   char name[TG_COLL_FILE_NAME_MAX];
   if (kind == TG__COLL_OBJ_INDEX) {
     tg_coll_id_index_name(id, 0, name);
+  } else if (kind == TG__COLL_OBJ_SYMBOLS) {
+    tg_coll_id_symbols_name(id, 0, name);
+  } else if (kind == TG__COLL_OBJ_SYMIDX) {
+    tg_coll_id_symidx_name(id, 0, name);
   } else {
     char idtext[TG_COLL_ID_STRLEN];
     tg_coll_id_format(id, idtext);
@@ -528,6 +533,14 @@ static int parse_key(const struct tg__coll_s3 *b, const char *key,
     *kind = TG__COLL_OBJ_INDEX;
     return 0;
   }
+  if (tg_coll_id_parse_symbols_name(name, 0, id) == 0) {
+    *kind = TG__COLL_OBJ_SYMBOLS;
+    return 0;
+  }
+  if (tg_coll_id_parse_symidx_name(name, 0, id) == 0) {
+    *kind = TG__COLL_OBJ_SYMIDX;
+    return 0;
+  }
   size_t n = strlen(name);
   if (n == TG_COLL_ID_DIGITS + strlen(TG_COLL_META_SUFFIX) &&
       !strcmp(name + TG_COLL_ID_DIGITS, TG_COLL_META_SUFFIX) &&
@@ -673,8 +686,11 @@ int tg__coll_s3_recover(tg_coll_store_t *s, tg_coll_recovery_t *rec) {
 
 void tg__coll_s3_remove(tg_coll_store_t *s, uint64_t id) {
   char key[TG_S3_KEY_MAX + 1];
+  /* The symbols first: a reader takes the trace's object as the sign the
+   * snapshot is there, never the symbols'. */
   static const tg__coll_obj_t kinds[] = {
-      TG__COLL_OBJ_TRACE, TG__COLL_OBJ_INDEX, TG__COLL_OBJ_META};
+      TG__COLL_OBJ_SYMBOLS, TG__COLL_OBJ_SYMIDX, TG__COLL_OBJ_TRACE,
+      TG__COLL_OBJ_INDEX, TG__COLL_OBJ_META};
   for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
     object_key(s->s3, id, kinds[i], key);
     int err = tg_s3_delete(s->s3->c, key);
@@ -699,6 +715,7 @@ struct tg_coll_fetch {
   tg_s3_client_t *c;
   int dir_fd; /* tmp/, dup()ed */
   char key[TG_S3_KEY_MAX + 1];
+  char sym_key[TG_S3_KEY_MAX + 1], symidx_key[TG_S3_KEY_MAX + 1];
 };
 
 int tg_coll_store_fetch_new(tg_coll_store_t *s, uint64_t id, bool index,
@@ -714,14 +731,18 @@ int tg_coll_store_fetch_new(tg_coll_store_t *s, uint64_t id, bool index,
   }
   object_key(s->s3, id, index ? TG__COLL_OBJ_INDEX : TG__COLL_OBJ_TRACE,
              f->key);
+  object_key(s->s3, id, TG__COLL_OBJ_SYMBOLS, f->sym_key);
+  object_key(s->s3, id, TG__COLL_OBJ_SYMIDX, f->symidx_key);
   *out = f;
   return 0;
 }
 
-int tg_coll_fetch_run(tg_coll_fetch_t *f, int *fd) {
-  int t = openat(f->dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+/* Object |key| into an unnamed file under |dir_fd|, at offset 0. */
+static int get_to_tmpfile(tg_s3_client_t *c, int dir_fd, const char *key,
+                          int *fd) {
+  int t = openat(dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
   if (t < 0) return -errno;
-  int err = tg_s3_get(f->c, f->key, 0, 0, to_fd, &t);
+  int err = tg_s3_get(c, key, 0, 0, to_fd, &t);
   if (!err && lseek(t, 0, SEEK_SET) != 0) err = -errno;
   if (err) {
     close(t);
@@ -731,11 +752,41 @@ int tg_coll_fetch_run(tg_coll_fetch_t *f, int *fd) {
   return 0;
 }
 
+int tg_coll_fetch_run(tg_coll_fetch_t *f, int *fd) {
+  return get_to_tmpfile(f->c, f->dir_fd, f->key, fd);
+}
+
+int tg_coll_fetch_has_symbols(tg_coll_fetch_t *f) {
+  return tg_s3_head(f->c, f->sym_key, NULL, NULL);
+}
+
+/* The index after the symbols: the symbols object is written last
+ * (store_symbols.c), so an index read after it is the one stored with
+ * it, or none. */
+int tg_coll_fetch_symbols(tg_coll_fetch_t *f, int *sfd, int *sifd) {
+  int err = get_to_tmpfile(f->c, f->dir_fd, f->sym_key, sfd);
+  if (err) return err;
+  err = get_to_tmpfile(f->c, f->dir_fd, f->symidx_key, sifd);
+  if (err == -ENOENT) {
+    *sifd = -1;
+    err = 0;
+  }
+  if (err) {
+    close(*sfd);
+    *sfd = -1;
+  }
+  return err;
+}
+
 void tg_coll_fetch_free(tg_coll_fetch_t *f) {
   if (!f) return;
   tg_s3_client_free(f->c);
   if (f->dir_fd >= 0) close(f->dir_fd);
   free(f);
+}
+
+int tg__coll_s3_client_new(tg_coll_store_t *s, tg_s3_client_t **out) {
+  return tg_s3_client_new(&s->s3->ccfg, out);
 }
 
 int tg__coll_s3_open_object(tg_coll_store_t *s, uint64_t id, bool index,

@@ -6,6 +6,8 @@
  *   <prefix>snapshots/<id>.pftrace   a finished snapshot (live row)
  *   <prefix>snapshots/<id>.index     its host index, if any
  *   <prefix>snapshots/<id>.meta      its sidecar: the row (snap_meta.h)
+ *   <prefix>snapshots/<id>.symbols   its symbols, if symbolized (store.h)
+ *   <prefix>snapshots/<id>.symidx    their host index, if any
  *
  * A snapshot streams into a multipart upload of that key while it is
  * written (parts of part_size bytes, uploaded in parallel by queue_parts
@@ -43,11 +45,14 @@
 
 typedef struct tg__coll_s3_writer tg__coll_s3_writer_t;
 
-/* A snapshot's objects: its trace, its host index, its sidecar. */
+/* A snapshot's objects: its trace, its host index, its sidecar, and the
+ * symbols the collector's symbolize stores after (store_symbols.c). */
 typedef enum tg__coll_obj {
   TG__COLL_OBJ_TRACE = 0,
   TG__COLL_OBJ_INDEX = 1,
   TG__COLL_OBJ_META = 2,
+  TG__COLL_OBJ_SYMBOLS = 3,
+  TG__COLL_OBJ_SYMIDX = 4,
 } tg__coll_obj_t;
 
 /* Connects the store to its bucket (the store's own client, used on the
@@ -79,9 +84,9 @@ void tg__coll_s3_discard(tg__coll_s3_writer_t *w);
 /* Frees the writer (its thread joined). */
 void tg__coll_s3_free(tg__coll_s3_writer_t *w);
 
-/* The rebuild's view of the bucket (store_rebuild.c): the store's
- * client, prefix ("" or ending in '/'), keys and their parse (0 and
- * *id, *kind; -1: not a snapshot's key). */
+/* The rebuild's and the symbols' view of the bucket (store_rebuild.c,
+ * store_symbols.c): the store's client, prefix ("" or ending in '/'),
+ * keys and their parse (0 and *id, *kind; -1: not a snapshot's key). */
 tg_s3_client_t *tg__coll_s3_client(tg_coll_store_t *s);
 const char *tg__coll_s3_prefix(tg_coll_store_t *s);
 void tg__coll_s3_key(tg_coll_store_t *s, uint64_t id, tg__coll_obj_t kind,
@@ -96,6 +101,10 @@ void tg__coll_s3_remove(tg_coll_store_t *s, uint64_t id);
 /* A presigned GET URL of |id|'s trace object (tg_s3_presign_get). */
 int tg__coll_s3_presign(tg_coll_store_t *s, uint64_t id, int64_t now_s,
                         uint32_t expires_s, char *url, size_t cap);
+
+/* A client of the store's configuration, the caller's (to use on one
+ * thread of its own; tg_s3_client_free). */
+int tg__coll_s3_client_new(tg_coll_store_t *s, tg_s3_client_t **out);
 
 /* A read-only fd holding a copy of |id|'s trace (or index): an unnamed
  * file under tmp/, gone when closed. -ENOENT when there is none. */

@@ -360,8 +360,11 @@ out:
   return rv;
 }
 
+/* |sfd| and |sifd| (-1: none) are the snapshot's symbols and their
+ * index, taken like |fd|. */
 static void get_host_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
-                           const char *list, int fd, uint64_t size) {
+                           const char *list, int fd, uint64_t size, int sfd,
+                           int sifd) {
   char idt[TG_COLL_ID_STRLEN];
   tg_coll_id_format(id, idt);
   tg_coll_index_t ix = {0};
@@ -449,12 +452,9 @@ static void get_host_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
   }
   for (size_t i = 0; i < n_ext; i++)
     ext[i] = (tg_http_extent_t){plan[i].off, plan[i].len, false};
-  int sfd = -1, sifd = -1;
-  if (tg_coll_store_open_symbols(c->store, id, &sfd, &sifd) == 0) {
+  if (sfd >= 0) {
     rv = add_symbols(id, sfd, sifd, &ix, want, n, &ext, &n_ext);
-    if (sifd >= 0) close(sifd);
     if (rv < 0) {
-      close(sfd);
       json_error(x, 500, rv == -ENOMEM ? "out of memory"
                                        : "cannot read the snapshot's symbols");
       goto out;
@@ -466,10 +466,12 @@ static void get_host_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
            " of %" PRIu64 " bytes", idt, n, ix.n_hosts, n_ext, bytes, size);
   rv = tg_http_respond_extents2(x, 200, "application/octet-stream", fd, sfd,
                                 ext, n_ext, name);
-  fd = -1; /* the layer's, even on error */
+  fd = sfd = -1; /* the layer's, even on error */
   if (rv < 0) json_error(x, 500, "cannot send the snapshot");
 out:
   if (fd >= 0) close(fd);
+  if (sfd >= 0) close(sfd);
+  if (sifd >= 0) close(sifd);
   if (ifd >= 0) close(ifd);
   tg_coll_index_free(&ix);
   free(want);
@@ -499,17 +501,23 @@ static bool redirect_to_bucket(coll_t *c, tg_http_exchange_t *x, uint64_t id) {
 }
 
 /* The answer to /trace once the snapshot's file is at hand (|rv| how
- * getting it went, |fd| it, taken). */
+ * getting it went, |fd| it, |sfd| and |sifd| its symbols and their index
+ * (-1: none), all taken). */
 static void serve_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
-                        const char *hosts, int rv, int fd) {
-  if (rv == -ENOENT) return json_error(x, 404, "no such snapshot, or it holds no trace");
-  if (rv < 0) return json_error(x, 503, tg_strerror(rv));
+                        const char *hosts, int rv, int fd, int sfd, int sifd) {
   struct stat st;
-  if (fstat(fd, &st) != 0) {
-    close(fd);
-    return json_error(x, 500, "cannot read the snapshot");
+  if (!rv && fstat(fd, &st) != 0) rv = -EIO;
+  if (rv < 0) {
+    if (fd >= 0) close(fd);
+    if (sfd >= 0) close(sfd);
+    if (sifd >= 0) close(sifd);
   }
-  if (hosts) return get_host_trace(c, x, id, hosts, fd, (uint64_t)st.st_size);
+  if (rv == -ENOENT) return json_error(x, 404, "no such snapshot, or it holds no trace");
+  if (rv == -EIO) return json_error(x, 500, "cannot read the snapshot");
+  if (rv < 0) return json_error(x, 503, tg_strerror(rv));
+  if (hosts)
+    return get_host_trace(c, x, id, hosts, fd, (uint64_t)st.st_size, sfd,
+                          sifd);
   char idt[TG_COLL_ID_STRLEN], name[64];
   tg_coll_id_format(id, idt);
   snprintf(name, sizeof(name), "tracegate-%s.pftrace", idt);
@@ -517,10 +525,9 @@ static void serve_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
    * after the frames they name. */
   tg_http_extent_t ext[2] = {{0, (uint64_t)st.st_size, false}};
   size_t n_ext = 1;
-  int sfd = -1, sifd = -1;
   struct stat sst;
-  if (tg_coll_store_open_symbols(c->store, id, &sfd, &sifd) == 0) {
-    if (sifd >= 0) close(sifd);
+  if (sifd >= 0) close(sifd);
+  if (sfd >= 0) {
     if (fstat(sfd, &sst) == 0 && sst.st_size > 0) {
       ext[n_ext++] = (tg_http_extent_t){0, (uint64_t)sst.st_size, true};
     } else {
@@ -534,7 +541,12 @@ static void serve_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
 }
 
 /* A bucket's snapshot is downloaded on a worker thread (the loop goes on
- * serving rings and requests), then served as a file is. */
+ * serving rings and requests), its symbols with it, then served as a
+ * file is. With s3_presign, the worker first asks whether the snapshot
+ * has symbols: without, the answer is the redirect; with, the trace and
+ * its symbols are streamed through the collector (a presigned URL names
+ * one object, and a client that follows it would get the frames
+ * unnamed: docs/collector.md, "Symbols of each snapshot"). */
 typedef struct fetch {
   uv_work_t work;
   tg_list_t node;
@@ -543,36 +555,71 @@ typedef struct fetch {
   uint64_t id;
   char *hosts; /* ?host=, copied; NULL: the whole trace */
   tg_coll_fetch_t *f;
-  int fd, rv;
+  bool redirect; /* s3_presign: redirect unless it has symbols */
+  bool plain;    /* it has none: redirect */
+  int fd, sfd, sifd, rv;
 } fetch_t;
+
+static void fetch_close(fetch_t *f) {
+  if (f->fd >= 0) close(f->fd);
+  if (f->sfd >= 0) close(f->sfd);
+  if (f->sifd >= 0) close(f->sifd);
+  f->fd = f->sfd = f->sifd = -1;
+}
 
 static void fetch_work(uv_work_t *w) {
   fetch_t *f = w->data;
+  if (f->redirect && tg_coll_fetch_has_symbols(f->f) == -ENOENT) {
+    f->plain = true;
+    return;
+  }
   f->rv = tg_coll_fetch_run(f->f, &f->fd);
+  if (f->rv) return;
+  /* Symbols the bucket holds but cannot give now fail the download: a
+   * trace served without them would look unsymbolized for good. */
+  int rv = tg_coll_fetch_symbols(f->f, &f->sfd, &f->sifd);
+  if (rv && rv != -ENOENT) {
+    fetch_close(f);
+    f->rv = rv;
+  }
 }
+
+static bool redirect_to_bucket(coll_t *c, tg_http_exchange_t *x, uint64_t id);
 
 static void fetch_done(uv_work_t *w, int status) {
   fetch_t *f = w->data;
   tg_list_remove(&f->node);
   if (status && !f->rv) {
-    if (f->fd >= 0) close(f->fd);
-    f->fd = -1;
+    fetch_close(f);
     f->rv = status;
+    f->plain = false;
   }
-  if (f->x) serve_trace(f->c, f->x, f->id, f->hosts, f->rv, f->fd);
-  else if (f->fd >= 0) close(f->fd);
+  /* A redirect that cannot be made is served by the collector after
+   * all, as without symbols: one more round on the worker. */
+  if (f->x && f->plain && !redirect_to_bucket(f->c, f->x, f->id)) {
+    f->redirect = f->plain = false;
+    tg_list_insert_tail(&f->c->api.fetches, &f->node);
+    if (uv_queue_work(f->c->loop, &f->work, fetch_work, fetch_done) == 0)
+      return;
+    tg_list_remove(&f->node);
+    json_error(f->x, 503, "no worker");
+  } else if (f->x && !f->plain) {
+    serve_trace(f->c, f->x, f->id, f->hosts, f->rv, f->fd, f->sfd, f->sifd);
+    f->fd = f->sfd = f->sifd = -1;
+  }
+  fetch_close(f);
   tg_coll_fetch_free(f->f);
   free(f->hosts);
   free(f);
 }
 
 static void fetch_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
-                        const char *hosts) {
+                        const char *hosts, bool redirect) {
   tg_coll_snapshot_t row;
   int rv = tg_coll_store_get(c->store, id, &row);
   if (rv == 0 && row.state != TG_COLL_COMPLETE && row.state != TG_COLL_PARTIAL)
     rv = -ENOENT;
-  if (rv < 0) return serve_trace(c, x, id, hosts, rv, -1);
+  if (rv < 0) return serve_trace(c, x, id, hosts, rv, -1, -1, -1);
   fetch_t *f = calloc(1, sizeof(*f));
   if (!f || (hosts && !(f->hosts = strdup(hosts)))) {
     if (f) free(f);
@@ -581,7 +628,8 @@ static void fetch_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
   f->c = c;
   f->x = x;
   f->id = id;
-  f->fd = -1;
+  f->redirect = redirect;
+  f->fd = f->sfd = f->sifd = -1;
   f->work.data = f;
   if ((rv = tg_coll_store_fetch_new(c->store, id, false, &f->f)) < 0 ||
       (rv = uv_queue_work(c->loop, &f->work, fetch_work, fetch_done)) < 0) {
@@ -596,12 +644,13 @@ static void fetch_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
 static void get_trace(coll_t *c, tg_http_exchange_t *x,
                       const tg_http_request_t *r, uint64_t id) {
   const char *hosts = arg(r, "host");
-  if (!hosts && c->cfg.s3_presign_ms > 0 && redirect_to_bucket(c, x, id))
-    return;
-  if (c->cfg.s3_bucket[0]) return fetch_trace(c, x, id, hosts);
-  int fd = -1;
+  if (c->cfg.s3_bucket[0])
+    return fetch_trace(c, x, id, hosts, !hosts && c->cfg.s3_presign_ms > 0);
+  int fd = -1, sfd = -1, sifd = -1;
   int rv = tg_coll_store_open_file(c->store, id, &fd);
-  serve_trace(c, x, id, hosts, rv, fd);
+  if (!rv && tg_coll_store_open_symbols(c->store, id, &sfd, &sifd) != 0)
+    sfd = sifd = -1;
+  serve_trace(c, x, id, hosts, rv, fd, sfd, sifd);
 }
 
 static void answer_snapshot(coll_t *c, tg_http_exchange_t *x, uint64_t id,

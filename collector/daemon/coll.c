@@ -310,6 +310,7 @@ int coll_start(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg) {
   /* --check-config: the inventory is read, nothing started. */
   if (c->check_only) return coll_hosts_start(c);
   if (coll_store_open(c) < 0) return -1;
+  coll_symbols_resume(c);
   if (coll_hosts_start(c) < 0) return -1;
   TG_INFO("%zu of %zu hosts in shard %u/%u; rings under '%s'",
          c->n, c->inventory, c->cfg.shard_index, c->cfg.shard_count,

@@ -133,6 +133,7 @@ struct sym_job {
   uint64_t id;
   int fd, ifd;   /* the trace and its host index (-1: none) */
   int sfd, sifd; /* the symbols and their index, under tmp/ */
+  tg_coll_symput_t *put; /* a bucket's store: the upload; else NULL */
   tg_sym_opts_t o;
   const char *dirs[TG_COLL_CONFIG_DEBUG_DIRS_MAX]; /* the configured ones */
   size_t n_dirs;
@@ -140,6 +141,7 @@ struct sym_job {
   int err;       /* 0: the files are written and synced */
   char why[400]; /* what failed, with err */
   bool with_index;
+  bool already; /* the bucket held this snapshot's symbols already */
   uint64_t bytes;
   tg_sym_result_t res;
   tg_sym_t s;
@@ -264,6 +266,15 @@ static void do_work(uv_work_t *w) {
     int e = errno;
     snprintf(what, sizeof(what), "cannot write the symbols: %s", strerror(e));
     work_fail(j, -e, what);
+    return;
+  }
+  if (!j->put) return;
+  err = tg_coll_symput_run(j->put, j->sfd, j->sifd, j->with_index);
+  if (err == -EEXIST) j->already = true;
+  else if (err) {
+    snprintf(what, sizeof(what), "cannot put the symbols in the bucket: %s",
+             tg_strerror(err));
+    work_fail(j, err, what);
   }
 }
 
@@ -276,6 +287,7 @@ static void job_free(sym_job_t *j) {
   if (j->sifd >= 0) close(j->sifd);
   tg_sym_free(&j->s);
   tg_coll_index_free(&j->ix);
+  tg_coll_symput_free(j->put);
   free(j);
 }
 
@@ -307,6 +319,13 @@ static void after_work(uv_work_t *w, int status) {
     if (e) e->id = 0;
   } else if (err) {
     record_failure(c, j->id, j->why);
+  } else if (j->already) {
+    /* Stored by an attempt this one repeats (or by another collector of
+     * the catalog): what they hold is not counted again. */
+    e = entry_new(q, j->id);
+    e->state = SYM_DONE;
+    TG_INFO("snapshot %016" PRIx64 ": its symbols were in the bucket "
+            "already", j->id);
   } else {
     q->stored++;
     e = entry_new(q, j->id);
@@ -352,6 +371,11 @@ static void start_next(coll_t *c) {
       continue;
     }
     if (!err) err = tg_coll_store_symbols_begin(c->store, id, &j->sfd, &j->sifd);
+    if (!err) {
+      err = tg_coll_store_symput_new(c->store, id, &j->put);
+      if (err == -EOPNOTSUPP) err = 0; /* a directory store */
+      if (err) tg_coll_store_symbols_abort(c->store, id);
+    }
     if (err) {
       char why[128];
       snprintf(why, sizeof(why), "cannot begin: %s", tg_strerror(err));
@@ -439,6 +463,73 @@ void coll_symbols_queue(coll_t *c, uint64_t id) {
   start_next(c);
 }
 
+/* Whether a symbolization of snapshot |id| failed before: a host row
+ * holds its problem (record_failure). A row that cannot be read says yes:
+ * nothing is redone on a guess. */
+static bool failed_before(coll_t *c, uint64_t id) {
+  size_t n = 0;
+  tg_coll_host_t *rows = NULL;
+  if (tg_coll_store_hosts(c->store, id, NULL, 0, &n) != 0) return true;
+  if (n && !(rows = calloc(n, sizeof(*rows)))) return true;
+  size_t cap = n;
+  bool failed = n && tg_coll_store_hosts(c->store, id, rows, cap, &n) != 0;
+  if (n > cap) n = cap; /* rows added meanwhile: those read suffice */
+  for (size_t i = 0; i < n && !failed; i++) {
+    json_t *a = rows[i].problems[0] ? json_loads(rows[i].problems, 0, NULL)
+                                    : NULL;
+    size_t k;
+    json_t *p;
+    json_array_foreach(a, k, p) {
+      const char *kind = json_string_value(json_object_get(p, "kind"));
+      if (kind && !strcmp(kind, "symbolize")) failed = true;
+    }
+    json_decref(a);
+  }
+  free(rows);
+  return failed;
+}
+
+void coll_symbols_resume(coll_t *c) {
+  if (c->cfg.symbolize == TG_COLL_SYMBOLIZE_OFF || !coll_symbols_supported())
+    return;
+  /* Collectors sharing a directory would write the same names under
+   * tmp/; a bucket's conditional writes make a second attempt harmless. */
+  if (c->shared && !c->cfg.s3_bucket[0]) {
+    TG_INFO("symbolize: symbolizations a restart cut short are not resumed "
+            "with a shared catalog and a shared directory");
+    return;
+  }
+  tg_coll_filter_t f = TG_COLL_FILTER_INIT;
+  f.states = TG_COLL_LIVE_STATES;
+  f.limit = COLL_SYMBOLS_QUEUE;
+  tg_coll_snapshot_t *rows = calloc(COLL_SYMBOLS_QUEUE, sizeof(*rows));
+  size_t n = 0;
+  int err = rows ? tg_coll_store_list(c->store, &f, rows, COLL_SYMBOLS_QUEUE,
+                                      &n)
+                 : -ENOMEM;
+  if (err) {
+    TG_WARN("%s symbolize: cannot list the snapshots to resume: %s",
+            TG_NOTE(COLLECTOR_SYMBOLIZE_FAILED), tg_strerror(err));
+    free(rows);
+    return;
+  }
+  if (n > COLL_SYMBOLS_QUEUE) n = COLL_SYMBOLS_QUEUE;
+  size_t resumed = 0;
+  /* Oldest of them first, as they were stored. */
+  for (size_t i = n; i-- > 0;) {
+    uint64_t id = rows[i].id;
+    err = tg_coll_store_has_symbols(c->store, id);
+    if (err != -ENOENT) continue; /* there, or not known: left as is */
+    if (failed_before(c, id)) continue;
+    coll_symbols_queue(c, id);
+    resumed++;
+  }
+  if (resumed)
+    TG_INFO("symbolize: %zu snapshots without symbols queued again (of the "
+            "newest %zu)", resumed, n);
+  free(rows);
+}
+
 void coll_symbols_stop(coll_t *c) {
   struct coll_symbols *q = c->symbols;
   if (!q) return;
@@ -451,15 +542,13 @@ json_t *coll_symbols_json(coll_t *c, uint64_t id) {
     return json_pack("{s:s}", "state", "off");
   const sym_entry_t *e = c->symbols ? entry_find(c->symbols, id) : NULL;
   if (!e) {
-    /* Symbolized before this start, or never (not live, or stored
-     * before symbolize was on). */
-    int fd, ifd;
-    bool stored = tg_coll_store_open_symbols(c->store, id, &fd, &ifd) == 0;
-    if (stored) {
-      close(fd);
-      if (ifd >= 0) close(ifd);
-    }
-    return json_pack("{s:s}", "state", stored ? "done" : "none");
+    /* Symbolized before this start (or by another collector of the
+     * bucket), or never (not live, or stored before symbolize was on). */
+    int err = tg_coll_store_has_symbols(c->store, id);
+    if (err && err != -ENOENT)
+      return json_pack("{s:s, s:s}", "state", "unknown", "why",
+                       tg_strerror(err));
+    return json_pack("{s:s}", "state", err ? "none" : "done");
   }
   if (e->state == SYM_FAILED)
     return json_pack("{s:s, s:o}", "state", "failed", "why",

@@ -10,6 +10,9 @@
  * whole trace and to each host's part (store.h). The trace, its index and
  * its row are never rewritten.
  *
+ * A bucket's store: the same two objects beside the trace's, PUT by the
+ * pool thread once written (store.h, tg_coll_symput_run).
+ *
  * One snapshot at a time, on a thread of libuv's pool, under
  * symbolize_timeout (and the symbolizer's own bounds on what one trace may
  * make it keep); the others wait in a bounded queue (COLL_SYMBOLS_QUEUE:
@@ -44,6 +47,12 @@ int coll_symbols_check(const coll_t *c);
 /* Snapshot |id| was stored live (complete or partial): symbolize it when
  * symbolize is on; nothing otherwise. */
 void coll_symbols_queue(coll_t *c, uint64_t id);
+/* At start, once the store is open: of the newest COLL_SYMBOLS_QUEUE
+ * live snapshots, those without symbols whose symbolization did not fail
+ * before (no "symbolize" problem in their host rows) are queued again, a
+ * symbolization a restart cut short among them. Nothing with symbolize
+ * off, nor with a shared catalog over a shared directory. */
+void coll_symbols_resume(coll_t *c);
 /* The daemon stops: the symbolization under way stops at its next check,
  * the queue is forgotten. */
 void coll_symbols_stop(coll_t *c);

@@ -703,7 +703,7 @@ static void config_check_trace_processor(void **state) {
 
 /* symbolize and its keys: off by default; the debug dirs in the file's
  * order, relative ones against its directory, at most eight; the other
- * keys only with symbolize on; never with a bucket. */
+ * keys only with symbolize on; with a bucket too. */
 static void config_symbolize(void **state) {
   (void)state;
   tg_coll_config_t *c = malloc(sizeof(*c));
@@ -741,8 +741,13 @@ static void config_symbolize(void **state) {
                      "symbolize_timeout: expected");
   expect_extra_error("symbolize = local\nsymbolize_timeout = 2h\n", 5,
                      "symbolize_timeout: expected");
-  expect_extra_error("symbolize = local\nbucket = s3://bkt\n", 4,
-                     "symbolize: expected off with bucket");
+  c = malloc(sizeof(*c));
+  assert_non_null(c);
+  expect_extra_ok("symbolize = local\nbucket = s3://bkt\n", c);
+  assert_int_equal(c->symbolize, TG_COLL_SYMBOLIZE_LOCAL);
+  assert_string_equal(c->s3_bucket, "bkt");
+  tg_coll_config_free(c);
+  free(c);
 }
 
 

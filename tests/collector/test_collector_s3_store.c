@@ -2,7 +2,7 @@
  * a real Ceph gateway (coll_rgw.h): a snapshot streamed in parts and read
  * back through the store, a collector killed (SIGKILL) mid-upload and
  * restarted, orphans and foreign objects at open, delete and retention
- * removing objects, and, last (it stops the gateway), a bucket gone in the
+ * removing objects, symbols objects beside a snapshot's, and, last (it stops the gateway), a bucket gone in the
  * middle of a snapshot. One gateway for the whole executable; each test
  * has its own prefix in one bucket. Skips, saying so, without Ceph. */
 #include <errno.h>
@@ -491,6 +491,100 @@ static void delete_and_retention_remove_objects(void **state) {
   close(fd);
 }
 
+static void sym_key(fx_t *f, uint64_t id, const char *ext, char *out,
+                    size_t cap) {
+  snprintf(out, cap, "%ssnapshots/%016llx.%s", f->prefix,
+           (unsigned long long)id, ext);
+}
+
+/* Snapshot |id|'s symbols written (|text|, and "IDX" as their index) and
+ * PUT as symbolize does: begin, the upload, then commit's result. */
+static int store_symbols(fx_t *f, uint64_t id, const char *text,
+                         void (*between)(fx_t *f, uint64_t id)) {
+  int sfd = -1, sifd = -1;
+  assert_int_equal(tg_coll_store_symbols_begin(f->store, id, &sfd, &sifd), 0);
+  assert_int_equal(write(sfd, text, strlen(text)), (ssize_t)strlen(text));
+  assert_int_equal(write(sifd, "IDX", 3), 3);
+  tg_coll_symput_t *p = NULL;
+  assert_int_equal(tg_coll_store_symput_new(f->store, id, &p), 0);
+  assert_int_equal(tg_coll_symput_run(p, sfd, sifd, true), 0);
+  /* Again (an attempt repeated after a restart): they stand. */
+  assert_int_equal(tg_coll_symput_run(p, sfd, sifd, true), -EEXIST);
+  tg_coll_symput_free(p);
+  close(sfd);
+  close(sifd);
+  if (between) between(f, id);
+  return tg_coll_store_symbols_commit(f->store, id, true);
+}
+
+static void delete_it(fx_t *f, uint64_t id) {
+  assert_int_equal(tg_coll_store_delete(f->store, id), 0);
+}
+
+/* The symbols as two objects beside the trace: found by HEAD, read back,
+ * kept by the sweep at open (also without a row: counted as a
+ * snapshot's, never foreign), removed by delete and by retention, and by
+ * commit when the snapshot went during the upload. */
+static void symbols_live_and_die_with_their_snapshot(void **state) {
+  if (skipped) skip();
+  fx_t *f = *state;
+  open_store(f);
+  uint64_t a = snapshot(f, 1, 1000);
+  assert_int_equal(tg_coll_store_has_symbols(f->store, a), -ENOENT);
+  assert_int_equal(store_symbols(f, a, "SYMBOLS", NULL), 0);
+  assert_int_equal(tg_coll_store_has_symbols(f->store, a), 0);
+  int sfd = -1, sifd = -1;
+  assert_int_equal(tg_coll_store_open_symbols(f->store, a, &sfd, &sifd), 0);
+  char buf[16] = {0};
+  assert_int_equal(read(sfd, buf, sizeof buf), 7);
+  assert_string_equal(buf, "SYMBOLS");
+  assert_true(sifd >= 0);
+  close(sfd);
+  close(sifd);
+  assert_int_equal(objects(f), 4); /* trace, sidecar, symbols, index */
+
+  /* Symbols with no row at all: kept and said, as a trace would be. */
+  char key[128], orphan[128];
+  sym_key(f, a + 1000, "symbols", orphan, sizeof orphan);
+  assert_int_equal(tg_s3_put(f->c, orphan, "x", 1, true, NULL), 0);
+  open_store(f);
+  assert_int_equal(f->rec.orphans_removed, 0);
+  assert_int_equal(f->rec.foreign, 0);
+  assert_int_equal(f->rec.unrowed_kept, 1);
+  assert_int_equal(tg_coll_store_has_symbols(f->store, a), 0);
+  assert_int_equal(tg_s3_delete(f->c, orphan), 0);
+
+  /* Deleted after the upload, before the commit: commit removes them. */
+  uint64_t b = snapshot(f, 2, 1000);
+  assert_int_equal(store_symbols(f, b, "B", delete_it), -ENOENT);
+  sym_key(f, b, "symbols", key, sizeof key);
+  assert_int_equal(tg_s3_head(f->c, key, NULL, NULL), -ENOENT);
+  sym_key(f, b, "symidx", key, sizeof key);
+  assert_int_equal(tg_s3_head(f->c, key, NULL, NULL), -ENOENT);
+
+  /* The delete takes them with the snapshot. */
+  assert_int_equal(tg_coll_store_delete(f->store, a), 0);
+  assert_int_equal(objects(f), 0);
+
+  /* So does retention. */
+  f->cfg.retention.max_bytes = 1500;
+  open_store(f);
+  uint64_t c = snapshot(f, 3, 1000);
+  assert_int_equal(store_symbols(f, c, "C", NULL), 0);
+  uint64_t d = snapshot(f, 4, 1000);
+  assert_int_equal(store_symbols(f, d, "D", NULL), 0);
+  tg_coll_retained_t r;
+  /* Which one goes is the policy's (retention.h). */
+  assert_int_equal(tg_coll_store_retain(f->store, &r), 1);
+  assert_true(r.id == c || r.id == d);
+  sym_key(f, r.id, "symbols", key, sizeof key);
+  assert_int_equal(tg_s3_head(f->c, key, NULL, NULL), -ENOENT);
+  sym_key(f, r.id, "symidx", key, sizeof key);
+  assert_int_equal(tg_s3_head(f->c, key, NULL, NULL), -ENOENT);
+  assert_int_equal(tg_coll_store_has_symbols(f->store, r.id == c ? d : c), 0);
+  assert_int_equal(objects(f), 4); /* the other snapshot's */
+}
+
 /* Two collectors on one PostgreSQL catalog and one bucket prefix, each
  * with a working directory of its own: one's restart leaves the other's
  * upload in flight alone; each serves and deletes the other's snapshots. */
@@ -601,6 +695,8 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(
           a_sidecar_already_there_fails_the_snapshot, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          symbols_live_and_die_with_their_snapshot, setup, teardown),
       cmocka_unit_test_setup_teardown(bucket_gone_mid_snapshot, setup,
                                       teardown),
   };
