@@ -56,12 +56,15 @@
  * side (bench_collector_store.c).
  * 8. An MB megabyte snapshot stored in each (default 300): begin ->
  *    finished, next to the goal of 1.5x the directory's for the bucket,
- *    and the last byte -> listed, next to the goal of 1 s.
+ *    and the last byte -> listed, next to the goal of 1 s. With PACE_MBPS,
+ *    the bytes come at that rate, as hosts' answers do (a 1000-host
+ *    snapshot arrives at about 50 MB/s here, section 4).
  *
  * usage: bench_collector [HOSTS [RING_KB [IDLE_S]]]  (default 1000 1024 10)
  *        bench_collector --silent [HOSTS [RING_KB]]
  *        bench_collector --host-part [HOSTS [HOST_KB]]  (default 1000 2048)
- *        bench_collector --store [MB [PART_MB [UPLOADERS]]]  (default 300 8 4)
+ *        bench_collector --store [MB [PART_MB [UPLOADERS [PACE_MBPS]]]]
+ *                                                  (default 300 8 4 0)
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -1123,13 +1126,15 @@ static void usage(FILE *f) {
           "  each (64-65536, default 2048) written into a store with its host\n"
           "  index, then one host's part and the whole file downloaded from\n"
           "  tracegate-collector; the part's time is printed next to its goal.\n"
-          "usage: " PROG " --store [MB [PART_MB [UPLOADERS]]]\n"
+          "usage: " PROG " --store [MB [PART_MB [UPLOADERS [PACE_MBPS]]]]\n"
           "  an MB megabyte snapshot (1-4096, default 300) stored in a\n"
           "  directory store and in a bucket on a Ceph gateway started here\n"
           "  (parts of PART_MB MiB, 5-256, default 8, sent by UPLOADERS\n"
           "  threads, 1-16, default 4); each one's time to stored and its\n"
           "  last byte to listed, next to their goals, beside one plain PUT\n"
-          "  of the same bytes to the same gateway.\n",
+          "  of the same bytes to the same gateway. PACE_MBPS (0-4096,\n"
+          "  default 0: at once) writes the bytes at that rate, as hosts'\n"
+          "  answers come, into each store (no plain PUT then).\n",
           HOSTS_MAX, GROUP_HOSTS, SECOND_AFTER_MS);
 }
 
@@ -1140,18 +1145,21 @@ int main(int argc, char **argv) {
   }
   uint64_t hosts = 1000, ring_kb = 1024, idle_s = 10;
   if (argc > 1 && !strcmp(argv[1], "--store")) {
-    uint64_t mb = 300, part_mb = 8, uploaders = 4;
-    if (argc > 5 ||
+    uint64_t mb = 300, part_mb = 8, uploaders = 4, pace = 0;
+    if (argc > 6 ||
         (argc > 2 && bench_parse_uint(PROG, "MB", argv[2], 1, 4096, &mb) < 0) ||
         (argc > 3 &&
          bench_parse_uint(PROG, "PART_MB", argv[3], 5, 256, &part_mb) < 0) ||
         (argc > 4 &&
-         bench_parse_uint(PROG, "UPLOADERS", argv[4], 1, 16, &uploaders) < 0)) {
+         bench_parse_uint(PROG, "UPLOADERS", argv[4], 1, 16, &uploaders) < 0) ||
+        (argc > 5 &&
+         bench_parse_uint(PROG, "PACE_MBPS", argv[5], 0, 4096, &pace) < 0)) {
       usage(stderr);
       return 2;
     }
     bench_deadline(1800);
-    return bench_store_run(mb, (unsigned)part_mb, (unsigned)uploaders);
+    return bench_store_run(mb, (unsigned)part_mb, (unsigned)uploaders,
+                           (unsigned)pace);
   }
   if (argc > 1 && !strcmp(argv[1], "--host-part")) {
     uint64_t host_kb = 2048;

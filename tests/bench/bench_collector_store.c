@@ -8,7 +8,14 @@
  *            issue bounds at 1.5x the directory store's for the bucket;
  *   listed   the last byte written -> the row listed (GET-equivalent:
  *            tg_coll_store_list), bounded at 1 s;
- *   MB/s     of stored.
+ *   MB/s     of stored;
+ *   cpu      the CPU time (user + system) over stored of this process
+ *            (the writer and the uploaders) and of the gateway's daemons
+ *            (radosgw, the OSD, the monitor): what each store costs the
+ *            machine's cores, which is steadier than the time on a
+ *            shared machine.
+ * With a pace, the bytes come at that rate (as hosts' answers do: the
+ * upload runs while they come) instead of at once, into each store.
  * The bucket store runs twice: its parts' payload signed (what it does
  * over http://, as here) and unsigned (what it does over https://, where
  * TLS protects the bytes: s3_client.h, tg_s3_payload_t).
@@ -28,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -50,10 +58,63 @@ static double now_s(void) {
 
 typedef struct figures {
   double stored_s, listed_s;
+  double cpu_self_s, cpu_gw_s; /* CPU time over stored_s: ours, Ceph's */
 } figures_t;
 
+/* The gateway of this run, whose daemons' CPU time each row reads. */
+static const coll_rgw_t *g_gw;
+
+/* This process's CPU time (user + system, every thread). */
+static double self_cpu_s(void) {
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+  return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* CPU time (user + system) of the gateway's daemons, by their pid files:
+ * radosgw, the OSD and the monitor. */
+static double gw_cpu_s(void) {
+  static const char *const names[] = {"rgw", "osd", "mon"};
+  long tick = sysconf(_SC_CLK_TCK);
+  double sum = 0;
+  if (!g_gw || tick <= 0) return 0;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    char path[320], line[1024];
+    snprintf(path, sizeof path, "%s/run/%s.pid", g_gw->dir, names[i]);
+    FILE *f = fopen(path, "re");
+    long pid = 0;
+    if (!f) continue;
+    if (fscanf(f, "%ld", &pid) != 1) pid = 0;
+    fclose(f);
+    if (pid <= 0) continue;
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    if (!(f = fopen(path, "re"))) continue;
+    size_t n = fread(line, 1, sizeof line - 1, f);
+    fclose(f);
+    line[n] = '\0';
+    /* Fields after the command's closing parenthesis: state is the 3rd
+     * field, utime and stime the 14th and 15th. */
+    const char *q = strrchr(line, ')');
+    unsigned long long ut = 0, st = 0;
+    if (q && sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+                           "%llu %llu", &ut, &st) == 2)
+      sum += (double)(ut + st) / (double)tick;
+  }
+  return sum;
+}
+
+/* Sleeps until |t| on the monotonic clock. */
+static void sleep_until(double t) {
+  struct timespec ts = {.tv_sec = (time_t)t,
+                        .tv_nsec = (long)((t - (double)(time_t)t) * 1e9)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+  }
+}
+
+/* |pace| bytes a second, 0: at once. */
 static int run_one(const tg_coll_store_config_t *cfg, uint64_t bytes,
-                   figures_t *f) {
+                   double pace, figures_t *f) {
   tg_coll_store_t *s = NULL;
   int rc = tg_coll_store_open(cfg, &s, NULL);
   if (rc) return rc;
@@ -67,6 +128,7 @@ static int run_one(const tg_coll_store_config_t *cfg, uint64_t bytes,
   tg_coll_begin_t b = {.trigger = "bench"};
   tg_coll_writer_t *w = NULL;
   uint64_t id = 0;
+  double c0 = self_cpu_s(), g0 = gw_cpu_s();
   double t0 = now_s();
   if ((rc = tg_coll_store_begin(s, &b, &w, &id))) goto out;
   for (uint64_t off = 0; off < bytes && !rc; off += PIECE) {
@@ -75,6 +137,8 @@ static int run_one(const tg_coll_store_config_t *cfg, uint64_t bytes,
       memcpy(piece + i, &x, 8);
     }
     size_t n = bytes - off < PIECE ? (size_t)(bytes - off) : PIECE;
+    /* A piece is written once the source has made all of it. */
+    if (pace > 0) sleep_until(t0 + (double)(off + n) / pace);
     rc = tg_coll_writer_write(w, piece, n);
   }
   double t_last = now_s();
@@ -88,6 +152,8 @@ static int run_one(const tg_coll_store_config_t *cfg, uint64_t bytes,
   }
   if ((rc = tg_coll_store_finish(s, w, &r))) goto out;
   double t_stored = now_s();
+  f->cpu_self_s = self_cpu_s() - c0;
+  f->cpu_gw_s = gw_cpu_s() - g0;
   tg_coll_snapshot_t row;
   size_t n = 0;
   tg_coll_filter_t all = TG_COLL_FILTER_INIT;
@@ -119,7 +185,7 @@ static size_t sink(char *p, size_t sz, size_t n, void *ctx) {
 }
 
 /* One PUT of |bytes| to a presigned URL: the gateway's own time. */
-static int floor_put(const coll_rgw_t *gw, uint64_t bytes, double *secs) {
+static int floor_put(const coll_rgw_t *gw, uint64_t bytes, figures_t *f) {
   uint8_t *p = malloc(bytes ? bytes : 1);
   if (!p) return -ENOMEM;
   fill_stream(p, bytes);
@@ -151,9 +217,12 @@ static int floor_put(const coll_rgw_t *gw, uint64_t bytes, double *secs) {
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)bytes);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, hl);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, sink);
+    double c0 = self_cpu_s(), g0 = gw_cpu_s();
     double t0 = now_s();
     CURLcode cc = curl_easy_perform(e);
-    *secs = now_s() - t0;
+    f->stored_s = now_s() - t0;
+    f->cpu_self_s = self_cpu_s() - c0;
+    f->cpu_gw_s = gw_cpu_s() - g0;
     long st = 0;
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &st);
     if (cc != CURLE_OK || st != 200) {
@@ -170,7 +239,21 @@ out:
   return rc;
 }
 
-int bench_store_run(uint64_t mb, unsigned part_mb, unsigned uploaders) {
+static void print_row(const char *name, uint64_t mb, int rc,
+                      const figures_t *f, const char *note) {
+  if (rc) {
+    printf("%-10s %-4" PRIu64 " failed: %s\n", name, mb, strerror(-rc));
+    return;
+  }
+  char listed[16] = "-";
+  if (f->listed_s >= 0) snprintf(listed, sizeof listed, "%.3f", f->listed_s);
+  printf("%-10s %-4" PRIu64 " %8.2f %7.1f %9s %11.2f %11.2f  %s\n", name, mb,
+         f->stored_s, (double)mb / f->stored_s, listed, f->cpu_self_s,
+         f->cpu_gw_s, note);
+}
+
+int bench_store_run(uint64_t mb, unsigned part_mb, unsigned uploaders,
+                    unsigned pace_mbps) {
   uint64_t bytes = mb << 20;
   char dir[] = "/tmp/tg-bench-store-XXXXXX";
   if (!mkdtemp(dir)) {
@@ -211,47 +294,37 @@ int bench_store_run(uint64_t mb, unsigned part_mb, unsigned uploaders) {
   tg_coll_store_config_t dcfg = {.dir = ddir};
   tg_coll_store_config_t scfg = {.dir = sdir, .s3 = &s3};
   tg_coll_store_config_t ucfg = {.dir = udir, .s3 = &s3u};
-  figures_t fd = {0}, fs = {0}, fu = {0};
-  double floor_s = 0;
-  int rd = run_one(&dcfg, bytes, &fd);
-  int rf = floor_put(&gw, bytes, &floor_s);
-  int rs = run_one(&scfg, bytes, &fs);
-  int ru = run_one(&ucfg, bytes, &fu);
-  printf("store      MB   stored_s   MB/s  listed_after_last_byte_s  (bucket:"
-         " parts of %u MiB, %u uploaders)\n", part_mb, uploaders);
-  if (rd)
-    printf("directory  %-4" PRIu64 " failed: %s\n", mb, strerror(-rd));
-  else
-    printf("directory  %-4" PRIu64 " %8.2f %7.1f %9.3f\n", mb, fd.stored_s,
-           (double)mb / fd.stored_s, fd.listed_s);
-  if (rs)
-    printf("bucket     %-4" PRIu64 " failed: %s\n", mb, strerror(-rs));
-  else
-    printf("bucket     %-4" PRIu64 " %8.2f %7.1f %9.3f   (parts' payload "
-           "signed: over http)\n", mb, fs.stored_s,
-           (double)mb / fs.stored_s, fs.listed_s);
-  if (ru)
-    printf("bucket     %-4" PRIu64 " failed: %s\n", mb, strerror(-ru));
-  else
-    printf("bucket     %-4" PRIu64 " %8.2f %7.1f %9.3f   (parts' payload "
-           "unsigned: over https)\n", mb, fu.stored_s,
-           (double)mb / fu.stored_s, fu.listed_s);
-  if (rf)
-    printf("one PUT    %-4" PRIu64 " failed: %s\n", mb, strerror(-rf));
-  else
-    printf("one PUT    %-4" PRIu64 " %8.2f %7.1f         -   (the gateway's "
-           "floor: one plain PUT of the same bytes)\n",
-           mb, floor_s, (double)mb / floor_s);
+  figures_t fd = {0}, fs = {0}, fu = {0}, ff = {0};
+  g_gw = &gw;
+  double pace = (double)pace_mbps * (double)(1u << 20);
+  int rd = run_one(&dcfg, bytes, pace, &fd);
+  /* Paced, the floor would measure the pace: no plain PUT. */
+  int rf = pace > 0 ? 0 : floor_put(&gw, bytes, &ff);
+  int rs = run_one(&scfg, bytes, pace, &fs);
+  int ru = run_one(&ucfg, bytes, pace, &fu);
+  if (pace > 0)
+    printf("paced: the bytes come at %u MB/s (the last at %.2f s), as hosts'"
+           " answers do\n", pace_mbps, (double)bytes / pace);
+  printf("store      MB   stored_s   MB/s  listed_s  cpu_ours_s  cpu_ceph_s"
+         "  (bucket: parts of %u MiB, %u uploaders; listed_s: last byte ->"
+         " row listed)\n", part_mb, uploaders);
+  print_row("directory", mb, rd, &fd, "");
+  print_row("bucket", mb, rs, &fs, "(parts' payload signed: over http)");
+  print_row("bucket", mb, ru, &fu, "(parts' payload unsigned: over https)");
+  ff.listed_s = -1;
+  if (pace <= 0)
+    print_row("one PUT", mb, rf, &ff,
+              "(the gateway's floor: one plain PUT of the same bytes)");
   if (!rd && !rs && !ru)
     printf("bucket/directory stored time: %.2fx signed, %.2fx unsigned (goal "
            "<= 1.5x); listed within %.3f s, %.3f s of the last byte (goal "
            "<= 1 s)\n",
            fs.stored_s / fd.stored_s, fu.stored_s / fd.stored_s, fs.listed_s,
            fu.listed_s);
-  if (!rd && !rf && !rs && !ru)
+  if (pace <= 0 && !rd && !rf && !rs && !ru)
     printf("bucket/one PUT: %.2fx signed, %.2fx unsigned; one PUT/directory: "
-           "%.2fx\n", fs.stored_s / floor_s, fu.stored_s / floor_s,
-           floor_s / fd.stored_s);
+           "%.2fx\n", fs.stored_s / ff.stored_s, fu.stored_s / ff.stored_s,
+           ff.stored_s / fd.stored_s);
   ret = rd || rs || rf || ru;
 out:
   coll_rgw_stop(&gw);
