@@ -49,10 +49,12 @@ static int print_json(const tg_sym_t *s, const tg_sym_result_t *r) {
     for (size_t k = 0; k < m->build_id_len; k++)
       snprintf(hex + 2 * k, 3, "%02x", m->build_id[k]);
     hex[2 * m->build_id_len] = '\0';
-    json_t *o = json_pack("{s:I, s:o, s:s, s:I, s:I, s:s, s:o}", "machine_id",
-                          (json_int_t)m->machine_id, "path", tg_json_text(m->path),
-                          "build_id", hex, "frames", (json_int_t)m->n_pcs,
-                          "frames_named", (json_int_t)m->n_addrs, "source",
+    json_t *o = json_pack("{s:I, s:o, s:s, s:I, s:I, s:I, s:s, s:o}",
+                          "machine_id", (json_int_t)m->machine_id, "path",
+                          tg_json_text(m->path), "build_id", hex, "frames",
+                          (json_int_t)m->n_pcs, "frames_named",
+                          (json_int_t)m->n_addrs, "frames_plt",
+                          (json_int_t)m->n_plt, "source",
                           source_name(m->source), "debug_file",
                           m->debug_file ? tg_json_text(m->debug_file)
                                         : json_null());
@@ -61,14 +63,15 @@ static int print_json(const tg_sym_t *s, const tg_sym_result_t *r) {
       mods = NULL;
     }
   }
-  json_t *doc = mods ? json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+  json_t *doc = mods ? json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
                                  "schema", 1, "packets", (json_int_t)r->packets,
                                  "modules", (json_int_t)r->modules,
                                  "modules_found", (json_int_t)r->modules_found,
                                  "frames", (json_int_t)r->frames,
                                  "frames_named", (json_int_t)r->frames_named,
                                  "frames_with_line",
-                                 (json_int_t)r->frames_with_line, "modules_detail",
+                                 (json_int_t)r->frames_with_line, "frames_plt",
+                                 (json_int_t)r->frames_plt, "modules_detail",
                                  mods)
                      : NULL;
   int rv = doc ? tg_json_dumpf_line(doc, stdout, 0) : -ENOMEM;

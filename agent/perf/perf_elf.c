@@ -1,6 +1,8 @@
 /* ELF build ids, loads and symbols: see perf_elf.h. */
 #include "agent/perf/perf_elf.h"
 
+#include "common/elf_plt.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -228,6 +230,24 @@ int tg_elf_syms_load(const uint8_t *buf, size_t len, tg_elf_syms_t *out) {
       free(g.pool);
       return rv;
     }
+  }
+  /* The PLT stubs: no table names them, and a sample in one would be
+   * taken for the sizeless symbol before it or left unnamed. */
+  tg_plt_t plt;
+  rv = tg_plt_load(buf, len, &plt);
+  for (int i = 0; i < rv; i++) {
+    const char *name = plt.pool + plt.v[i].name;
+    int err = add_sym(&g, plt.v[i].addr, plt.v[i].size, name, strlen(name));
+    if (err < 0) {
+      rv = err;
+      break;
+    }
+  }
+  tg_plt_free(&plt);
+  if (rv == -ENOMEM) {
+    free(g.v);
+    free(g.pool);
+    return rv;
   }
   if (g.n) qsort(g.v, g.n, sizeof(*g.v), cmp_addr);
   /* One symbol per address (.symtab and .dynsym repeat each other). */

@@ -631,6 +631,7 @@ int tg_sym_resolve_all(tg_sym_t *s, const tg_sym_opts_t *o,
     if (!m->n_pcs) continue;
     rv = tg_sym_resolve(m, o);
     if (m->source != TG_SYM_SRC_NONE) res->modules_found++;
+    res->frames_plt += m->n_plt;
     for (size_t a = 0; a < m->n_addrs; a++) {
       bool named = false, line = false;
       for (size_t l = 0; l < m->addrs[a].n_lines; l++) {

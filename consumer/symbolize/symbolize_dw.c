@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/elf_plt.h"
 #include "consumer/symbolize/symbolize.h"
 
 int tg_sym_build_id_path(const char *dir, const uint8_t *id, size_t len,
@@ -231,6 +232,36 @@ static int resolve_addr(Dwfl_Module *mod, Dwarf_Addr addr, tg_sym_addr_t *out) {
   return rv;
 }
 
+/* The PLT stub names of the file at |path| (libelf's image of it). */
+static int plt_of_file(const char *path, tg_plt_t *out) {
+  memset(out, 0, sizeof(*out));
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  int rv = 0;
+  Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+  size_t len = 0;
+  const char *raw = e && elf_kind(e) == ELF_K_ELF ? elf_rawfile(e, &len) : NULL;
+  if (raw) rv = tg_plt_load((const uint8_t *)raw, len, out);
+  if (e) elf_end(e);
+  close(fd);
+  /* A file whose sections cannot be read names no stub: not an error. */
+  return rv == -ENOMEM ? rv : 0;
+}
+
+/* |m|'s PLT stub names: from its debug file |path| when that holds the
+ * PLT's relocations and symbols, else from the module's own file (same
+ * build id), which keeps them when stripped; --only-keep-debug files
+ * have those sections as SHT_NOBITS. */
+static int plt_of_module(const tg_sym_module_t *m, const char *path,
+                         const tg_sym_opts_t *o, tg_plt_t *out) {
+  int rv = plt_of_file(path, out);
+  if (rv || out->n) return rv;
+  if (o->module_files && m->path[0] == '/' && strcmp(m->path, path) != 0 &&
+      file_matches(m->path, m, false))
+    rv = plt_of_file(m->path, out);
+  return rv;
+}
+
 int tg_sym_resolve(tg_sym_module_t *m, const tg_sym_opts_t *o) {
   m->source = TG_SYM_SRC_NONE;
   int stop = tg_sym_should_stop(o);
@@ -249,16 +280,26 @@ int tg_sym_resolve(tg_sym_module_t *m, const tg_sym_opts_t *o) {
     dwfl_end(dwfl);
     return 0;
   }
-  int rv = 0;
+  tg_plt_t plt;
+  int rv = plt_of_module(m, path, o, &plt);
   m->addrs = calloc(m->n_pcs ? m->n_pcs : 1, sizeof(*m->addrs));
   if (!m->addrs) rv = -ENOMEM;
   for (size_t i = 0; i < m->n_pcs && !rv; i++) {
     if ((i & 255) == 255 && (rv = tg_sym_should_stop(o))) break;
     tg_sym_addr_t *a = &m->addrs[m->n_addrs];
     a->rel_pc = m->pcs[i];
-    rv = resolve_addr(mod, m->pcs[i] + bias, a);
+    /* A stub has a name and no source line; DWARF does not cover it and
+     * the nearest symbol before it is another function's. */
+    const char *stub = tg_plt_find(&plt, m->pcs[i]);
+    if (stub) {
+      rv = add_line(a, stub, NULL, 0);
+      m->n_plt += a->n_lines != 0;
+    } else {
+      rv = resolve_addr(mod, m->pcs[i] + bias, a);
+    }
     if (a->n_lines) m->n_addrs++;
   }
+  tg_plt_free(&plt);
   dwfl_end(dwfl);
   return rv;
 }

@@ -86,6 +86,8 @@ host_start a
 host_start b
 printf '%s name=relay.test label=a\n%s name=relay.test label=b\n' "$HOST_a" \
   "$HOST_b" >"$WORK/hosts.txt"
+# The workload by its whole path: other tests on this host (of other
+# build trees) may run a workload of the same name.
 cat >"$WORK/flight.pbtxt" <<CFG
 buffers { size_kb: 1024 fill_policy: RING_BUFFER }
 data_sources {
@@ -94,7 +96,7 @@ data_sources {
     perf_event_config {
       timebase { frequency: 100 counter: SW_CPU_CLOCK }
       callstack_sampling {
-        scope { target_cmdline: "$SYM_WORKLOAD" }
+        scope { target_cmdline: "$WORK/$SYM_WORKLOAD" }
         user_frames: UNWIND_FRAME_POINTER
       }
       ring_buffer_read_period_ms: 50
@@ -204,12 +206,15 @@ stored() { echo "$WORK/store-$1/snapshots/$SNAP_ID.pftrace"; }
 
 
 # The workload's frames in trace $1, and how many of them have a symbol
-# with a source file and a line. trace_processor applies a ModuleSymbols
-# only to the mappings of its packet's machine (one of a machine the trace
-# does not hold is a stackprofile_* stat, which bad_stats refuses).
+# with a source file and a line, or are its PLT stub (`access@plt`, which
+# has no line: a sample there is luck). trace_processor applies a
+# ModuleSymbols only to the mappings of its packet's machine (one of a
+# machine the trace does not hold is a stackprofile_* stat, which
+# bad_stats refuses).
 named() {
-  q "select count(distinct f.id) || ' ' || count(distinct case when s.source_file
-       like '%work.c' and s.line_number > 0 then f.id end) as n
+  q "select count(distinct f.id) || ' ' || count(distinct case when (s.source_file
+       like '%work.c' and s.line_number > 0) or s.name = 'access@plt'
+       then f.id end) as n
      from stack_profile_frame f
      join stack_profile_mapping mp on mp.id = f.mapping
      left join stack_profile_symbol s on s.symbol_set_id = f.symbol_set_id

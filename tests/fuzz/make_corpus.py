@@ -1423,6 +1423,77 @@ def perf_elf_corpus():
     }
 
 
+# --- fuzz_elf_plt ----------------------------------------------------------------
+
+def plt_elf(ibt=False, nobits=False, cut=None):
+    """An x86-64 ELF with the PLT sections of tests/common/test_elf_plt.c:
+    dynsym access, puts, __cxa_finalize; .rela.plt access, an IRELATIVE
+    slot, puts; .rela.dyn a GLOB_DAT for __cxa_finalize; .plt at 0x1020,
+    with |ibt| .plt.sec at 0x1100 and 16-byte .plt.got entries (endbr64,
+    bnd jmp), else 8-byte ones; |nobits|: the tables as SHT_NOBITS, as
+    objcopy --only-keep-debug leaves them."""
+    shstr = b"\0.shstrtab\0.dynsym\0.dynstr\0.rela.plt\0.rela.dyn\0.plt\0.plt.sec\0.plt.got\0"
+    dynstr = b"\0access\0puts\0__cxa_finalize\0"
+    def sn(name):
+        return shstr.index(name + b"\0")
+    def dn(name):
+        return dynstr.index(name + b"\0")
+    syms = bytes(24) + b"".join(
+        struct.pack("<IBBHQQ", dn(n), 0x12, 0, 0, 0, 0)
+        for n in (b"access", b"puts", b"__cxa_finalize"))
+    def rela(off, sym, typ):
+        return struct.pack("<QQq", off, sym << 32 | typ, 0)
+    rela_plt = rela(0x4000, 1, 7) + rela(0x4008, 0, 37) + rela(0x4010, 2, 7)
+    rela_dyn = rela(0x3fd0, 0, 8) + rela(0x3fe0, 3, 6)
+    es = 16 if ibt else 8
+    pre = b"\xf3\x0f\x1e\xfa\xf2" if ibt else b""
+    disp = 0x3fe0 - (0x1200 + len(pre) + 6)
+    got = (pre + b"\xff\x25" + struct.pack("<i", disp)).ljust(es, b"\x90")
+    got += bytes(es)
+    blobs = [shstr, syms, dynstr, rela_plt, rela_dyn, got]
+    offs, at = [], 64
+    for b in blobs:
+        offs.append(at)
+        at += (len(b) + 7) & ~7
+    shoff = at
+    nob = 8 if nobits else None
+    # (name, type, addr, off, size, link, entsize)
+    secs = [(0, 0, 0, 0, 0, 0, 0),
+            (sn(b".shstrtab"), 3, 0, offs[0], len(shstr), 0, 0),
+            (sn(b".dynsym"), nob or 11, 0, offs[1], len(syms), 3, 24),
+            (sn(b".dynstr"), nob or 3, 0, offs[2], len(dynstr), 0, 0),
+            (sn(b".rela.plt"), nob or 4, 0, offs[3], len(rela_plt), 2, 24),
+            (sn(b".rela.dyn"), nob or 4, 0, offs[4], len(rela_dyn), 2, 24),
+            (sn(b".plt"), nob or 1, 0x1020, 0, 0x40, 0, 16),
+            (sn(b".plt.got"), nob or 1, 0x1200, offs[5], 2 * es, 0, es)]
+    if ibt:
+        secs.append((sn(b".plt.sec"), 1, 0x1100, 0, 0x30, 0, 16))
+    e = bytearray(struct.pack("<4sBBB9xHHIQQQIHHHHHH", b"\x7fELF", 2, 1, 1,
+                              3, 62, 1, 0, 0, shoff, 0, 64, 0, 0, 64,
+                              len(secs), 1))
+    for b, off in zip(blobs, offs):
+        e[len(e):off] = bytes(off - len(e))
+        e += b
+    e[len(e):shoff] = bytes(shoff - len(e))
+    for name, typ, addr, off, size, link, ent in secs:
+        e += struct.pack("<IIQQQQIIQQ", name, typ, 0, addr, off, size, link,
+                         0, 8, ent)
+    return bytes(e if cut is None else e[:cut])
+
+
+def elf_plt_corpus():
+    bad_link = bytearray(plt_elf())
+    shoff = struct.unpack_from("<Q", bad_link, 40)[0]
+    struct.pack_into("<I", bad_link, shoff + 4 * 64 + 40, 200)
+    return {
+        "lazy_plt": plt_elf(),
+        "ibt_plt_sec": plt_elf(ibt=True),
+        "only_keep_debug": plt_elf(nobits=True),
+        "cut_in_sections": plt_elf(cut=len(plt_elf()) - 100),
+        "rela_link_past_sections": bytes(bad_link),
+    }
+
+
 # --- fuzz_symbolize -------------------------------------------------------------
 
 def sym_len(field, data):
@@ -1546,6 +1617,7 @@ def main():
     write("fuzz_perf_config", perf_config_corpus())
     write("fuzz_perf_maps", perf_maps_corpus())
     write("fuzz_perf_elf", perf_elf_corpus())
+    write("fuzz_elf_plt", elf_plt_corpus())
     write("fuzz_config_text", config_text_corpus())
     write("fuzz_symbolize", symbolize_corpus())
     return 0

@@ -18,6 +18,7 @@
 
 #include "agent/perf/perf_elf.h"
 #include "agent/perf/perf_maps.h"
+#include "common/elf_plt.h"
 
 static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
 static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
@@ -193,6 +194,17 @@ static void own_executable_names_own_function(void **state) {
   assert_true(elf.build_id_len >= 8); /* gcc and ld write one by default */
   tg_elf_syms_t syms;
   assert_true(tg_elf_syms_load(buf, (size_t)st.st_size, &syms) > 0);
+  /* Its PLT stubs (cmocka's functions, libc's) by "NAME@plt", the same
+   * names as common/elf_plt.h gives (test_elf_plt checks those). */
+  tg_plt_t plt;
+  assert_true(tg_plt_load(buf, (size_t)st.st_size, &plt) > 0);
+  for (size_t i = 0; i < plt.n; i++) {
+    const char *n = tg_elf_syms_find(&syms, plt.v[i].addr + plt.v[i].size - 1);
+    assert_non_null(n);
+    assert_string_equal(n, plt.pool + plt.v[i].name);
+    assert_non_null(strstr(n, "@plt"));
+  }
+  tg_plt_free(&plt);
   munmap(buf, (size_t)st.st_size);
 
   uint64_t addr = (uint64_t)(uintptr_t)&tg_test_perf_elf_marker;

@@ -7,10 +7,15 @@
 # --only-keep-debug) and the binary stripped, so that the host names none
 # of its static functions. It is recorded through tracegated and
 # tracegate-perf (as test_perf_e2e), then symbolized with --debug-dir DBG.
-# trace_processor (PERFETTO_BIN) must then give function, source file and
-# line in stack_profile_symbol for at least 90% of the workload's frames,
-# with no stackprofile_* stat (ModuleSymbols that match no mapping or
-# frame), and the flame graph must name the chain. The module's own file
+# trace_processor (PERFETTO_BIN) must then name every frame of the
+# workload in stack_profile_symbol: with function, source file and line,
+# or, for a sample in the PLT stub spin() calls, as `access@plt` with no
+# line (a stub has none; its name comes from the stripped binary's PLT,
+# which the debug file keeps only as SHT_NOBITS). No stackprofile_* stat
+# (ModuleSymbols that match no mapping or frame), and the flame graph must
+# name the chain. A sample in the stub is luck, so a synthetic trace with
+# one frame at access@plt's address (objdump's) checks that naming every
+# run. The module's own file
 # (stripped, no .symtab) must not be taken for it, and a debug file whose
 # build id differs must be refused. debuginfod is checked through a
 # file:// server (libdebuginfod takes those), and a merged trace through
@@ -18,8 +23,9 @@
 # machine_id 1, and machine 0's name none of its frames.
 #
 # Skipped (exit 77), with the reason, where perf_event_open is refused,
-# where no C compiler or objcopy is found, and where PERFETTO_BIN is unset
-# (after the recording and the symbolization, which must still succeed).
+# where no C compiler, objcopy or objdump is found, and where PERFETTO_BIN
+# is unset (after the recording and the symbolization, which must still
+# succeed).
 #
 # Environment (set by tests/perf/CMakeLists.txt): BUILD_DIR WORK CC
 set -eu
@@ -28,7 +34,7 @@ PERF_TEST=test_perf_symbolize
 . "$(dirname "$0")/perf_lib.sh"
 
 need_cc
-for t in objcopy strip readelf; do
+for t in objcopy strip readelf objdump; do
   command -v $t >/dev/null 2>&1 || { say "SKIPPED: no $t"; exit 77; }
 done
 fresh_work
@@ -73,7 +79,9 @@ objcopy --only-keep-debug "$WORK/other.bin" "$OTHER/.build-id/${DEBUG_FILE#"$DBG
 
 # --- record -------------------------------------------------------------------
 start_local
-cat >"$WORK/perf.pbtxt" <<'CFG'
+# The workload by its whole path: other tests (of other build trees on
+# the same host) run workloads called symwork too.
+cat >"$WORK/perf.pbtxt" <<CFG
 buffers { size_kb: 16384 }
 duration_ms: 3000
 data_sources {
@@ -82,7 +90,7 @@ data_sources {
     perf_event_config {
       timebase { frequency: 200 counter: SW_CPU_CLOCK }
       callstack_sampling {
-        scope { target_cmdline: "symwork" }
+        scope { target_cmdline: "$WORK/symwork" }
         user_frames: UNWIND_FRAME_POINTER
       }
       ring_buffer_read_period_ms: 50
@@ -110,20 +118,61 @@ T=$TGCLI
 "$T" symbolize "$TRACE" -o "$WORK/sym.pftrace" --debug-dir "$OTHER" \
   --debug-dir "$DBG" --json >"$WORK/sym.json" 2>"$WORK/sym.err" ||
   die "symbolize failed: $(cat "$WORK/sym.err")"
-python3 - "$WORK/none.json" "$WORK/sym.json" "$DEBUG_FILE" <<'PY' || die "the symbolize reports are wrong"
+python3 - "$WORK/none.json" "$WORK/sym.json" "$DEBUG_FILE" "$WORK/symwork" <<'PY' || die "the symbolize reports are wrong"
 import json, sys
 none = json.load(open(sys.argv[1]))
 sym = json.load(open(sys.argv[2]))
 def work(doc):
-    ms = [m for m in doc["modules_detail"] if m["path"].endswith("/symwork")]
+    ms = [m for m in doc["modules_detail"] if m["path"] == sys.argv[4]]
     assert len(ms) == 1, ("no frame of the workload's module, or several", doc)
     return ms[0]
 n, s = work(none), work(sym)
 assert n["source"] == "none" and n["frames_named"] == 0, n
 assert s["source"] == "build_id" and s["debug_file"] == sys.argv[3], s
-assert s["frames"] > 0 and s["frames_named"] * 10 >= s["frames"] * 9, sym
+assert s["frames"] > 0 and s["frames_named"] == s["frames"], sym
+# A stub is named without a line: frames_with_line does not count it.
+assert sym["frames_with_line"] + sym["frames_plt"] <= sym["frames_named"], sym
+assert sym["frames_plt"] == s["frames_plt"], sym
 print("test_perf_symbolize: symbolize named %d of %d frames of the workload"
-      % (s["frames_named"], s["frames"]))
+      " (%d in the PLT)" % (s["frames_named"], s["frames"], s["frames_plt"]))
+PY
+# One frame at access@plt (as objdump names the stripped binary's stub) on
+# a sequence of its own: named access@plt from the binary, no line.
+PLT=$(objdump -d "$WORK/symwork" | sed -n 's/^0*\([0-9a-f]*\) <access@plt>:$/\1/p')
+[ -n "$PLT" ] || die "objdump names no access@plt in the workload"
+python3 - "$WORK/symwork" "$BID" "$PLT" "$WORK/plt.pftrace" <<'PY'
+import sys
+def v(x):
+    o = bytearray()
+    while x >= 0x80:
+        o.append(x & 0x7f | 0x80); x >>= 7
+    o.append(x)
+    return bytes(o)
+def f(n, x): return v(n << 3) + v(x)
+def b(n, x): return v(n << 3 | 2) + v(len(x)) + x
+path, bid, pc = sys.argv[1], bytes.fromhex(sys.argv[2]), int(sys.argv[3], 16)
+parts = [p.encode() for p in path.split("/") if p]
+it = b(16, f(1, 1) + b(2, bid))
+for i, p in enumerate(parts):
+    it += b(17, f(1, i + 1) + b(2, p))
+it += b(19, f(1, 1) + f(2, 1) + b"".join(f(7, i + 1) for i in range(len(parts))))
+it += b(6, f(1, 1) + f(3, 1) + f(4, pc))
+it += b(7, f(1, 1) + f(2, 1))  # a callstack of that one frame
+# PerfSample (66) of it: cpu, pid, tid, callstack_iid.
+sample = f(1, 0) + f(2, 4242) + f(3, 4242) + f(4, 1)
+pkt = f(8, 1000) + f(10, 7) + f(13, 1) + b(12, it) + b(66, sample)
+open(sys.argv[4], "wb").write(b(1, pkt))
+PY
+"$T" symbolize "$WORK/plt.pftrace" -o "$WORK/pltsym.pftrace" --debug-dir "$DBG" \
+  --json >"$WORK/plt.json" 2>"$WORK/plt.err" ||
+  die "symbolize of the PLT frame failed: $(cat "$WORK/plt.err")"
+python3 - "$WORK/plt.json" <<'PY' || die "the PLT frame was not named access@plt"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert doc["frames"] == 1 and doc["frames_named"] == 1, doc
+assert doc["frames_plt"] == 1 and doc["frames_with_line"] == 0, doc
+m = doc["modules_detail"][0]
+assert m["source"] == "build_id" and m["frames_plt"] == 1, m
 PY
 # debuginfod, last in the order: a file:// server (libdebuginfod reads
 # URL/buildid/HEX/debuginfo) and a cache of the test's own. Without
@@ -182,9 +231,21 @@ named=$(q "select count(*) from stack_profile_frame f join stack_profile_mapping
              select 1 from stack_profile_symbol s where s.symbol_set_id = f.symbol_set_id
              and s.name in ('main', 'func_a', 'func_b', 'spin')
              and s.source_file like '%/work.c' and s.line_number > 0)")
+stub=$(q "select count(*) from stack_profile_frame f join stack_profile_mapping m
+          on f.mapping = m.id where m.name like '%/symwork' and exists (
+            select 1 from stack_profile_symbol s where s.symbol_set_id = f.symbol_set_id
+            and s.name = 'access@plt' and coalesce(s.line_number, 0) = 0)")
 [ "${all:-0}" -gt 0 ] || die "no frame of the workload"
-say "trace_processor: $named of $all frames of the workload named with function, file and line"
-[ $((named * 100)) -ge $((all * 90)) ] || die "only $named of $all frames named"
+say "trace_processor: $named of $all frames of the workload named with function, file and line, $stub as access@plt"
+[ $((named + stub)) -eq "$all" ] || die "only $named + $stub of $all frames named"
+TRACE=$WORK/pltsym.pftrace
+pltname=$(q "select s.name || ':' || coalesce(s.line_number, 0) from stack_profile_frame f
+             join stack_profile_symbol s using(symbol_set_id)")
+[ "$pltname" = "access@plt:0" ] || die "the PLT frame's symbol: '$pltname'"
+pltbad=$(q "select name || '=' || value from stats where value > 0 and
+            (name like 'stackprofile%' or name like 'symbolization%')")
+[ -z "$pltbad" ] || die "trace_processor stats of the PLT frame's trace: $pltbad"
+TRACE=$WORK/sym.pftrace
 chain=$(chain_count "and s.cumulative_count > 0")
 [ "${chain:-0}" -gt 0 ] || die "no spin <- func_b <- func_a <- main in the flame graph"
 # A merged trace: every packet on machine 1 (as the fleet merge appends
@@ -222,7 +283,8 @@ TRACE=$WORK/m1sym.pftrace
 m1all=$(q "select count(*) from stack_profile_frame")
 m1named=$(q "select count(*) from stack_profile_frame f where exists (
                select 1 from stack_profile_symbol s
-               where s.symbol_set_id = f.symbol_set_id and s.line_number > 0)")
+               where s.symbol_set_id = f.symbol_set_id
+               and (s.line_number > 0 or s.name like '%@plt'))")
 m1bad=$(q "select count(*) from stats where value > 0 and name like 'stackprofile%'")
 m1machine=$(q "select count(distinct p.machine_id) from perf_sample join thread
                using(utid) join process p using(upid) where p.machine_id = 1")

@@ -4,7 +4,9 @@
  * collector on hand-made packets (interning per sequence and machine,
  * clears, field order, malformed input), and the debug file lookup order
  * on this test's own executable (built with -g): a .build-id tree first,
- * then the module's own file, and never a file of another build id. */
+ * then the module's own file, and never a file of another build id; an
+ * address in its PLT named "NAME@plt" with no line, from the own file
+ * when the debug file (--only-keep-debug) holds no PLT. */
 
 #include <errno.h>
 #include <link.h>
@@ -21,6 +23,7 @@
 #include <cmocka.h>
 #include <elfutils/libdwelf.h>
 #include <fcntl.h>
+#include <gelf.h>
 #include <libelf.h>
 
 #include "consumer/symbolize/symbolize.h"
@@ -308,6 +311,146 @@ static void test_lookup_order(void **state) {
   assert_int_equal(golden_fn(1), 4);
 }
 
+/* The first named stub of |path|'s .rela.plt, read with libelf apart from
+ * the parser under test: its entry's address (.plt.sec's, else the one
+ * after .plt's header) and "NAME@plt" in |name|. False when none. */
+static bool first_stub(const char *path, uint64_t *addr, char *name,
+                       size_t size) {
+  int fd = open(path, O_RDONLY);
+  assert_true(fd >= 0);
+  Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+  size_t shstrndx;
+  assert_int_equal(elf_getshdrstrndx(e, &shstrndx), 0);
+  GElf_Shdr plt = {0}, sec = {0}, rela = {0};
+  Elf_Scn *scn = NULL, *rela_scn = NULL;
+  while ((scn = elf_nextscn(e, scn))) {
+    GElf_Shdr sh;
+    gelf_getshdr(scn, &sh);
+    const char *n = elf_strptr(e, shstrndx, sh.sh_name);
+    if (!strcmp(n, ".plt")) plt = sh;
+    if (!strcmp(n, ".plt.sec")) sec = sh;
+    if (!strcmp(n, ".rela.plt")) {
+      rela = sh;
+      rela_scn = scn;
+    }
+  }
+  bool found = false;
+  if (rela_scn && plt.sh_addr) {
+    Elf_Data *d = elf_getdata(rela_scn, NULL);
+    Elf_Data *syms = elf_getdata(elf_getscn(e, rela.sh_link), NULL);
+    GElf_Shdr symsh;
+    gelf_getshdr(elf_getscn(e, rela.sh_link), &symsh);
+    for (size_t i = 0; !found && i < rela.sh_size / rela.sh_entsize; i++) {
+      GElf_Rela r;
+      GElf_Sym sym;
+      gelf_getrela(d, (int)i, &r);
+      if (GELF_R_TYPE(r.r_info) != R_X86_64_JUMP_SLOT) continue;
+      gelf_getsym(syms, (int)GELF_R_SYM(r.r_info), &sym);
+      snprintf(name, size, "%s@plt",
+               elf_strptr(e, symsh.sh_link, sym.st_name));
+      *addr = sec.sh_addr ? sec.sh_addr + 16 * i : plt.sh_addr + 16 * (i + 1);
+      found = true;
+    }
+  }
+  elf_end(e);
+  close(fd);
+  return found;
+}
+
+static void test_plt_stub(void **state) {
+  (void)state;
+  if (access("/proc/self/exe", R_OK)) skip();
+  char self[4096], dir[] = "/tmp/tg_plt_XXXXXX", dbg[4200], cmd[9000];
+  tg_sym_t s;
+  tg_sym_init(&s);
+  s.mods = calloc(1, sizeof(*s.mods));
+  assert_non_null(s.mods);
+  s.n_mods = s.cap_mods = 1;
+  tg_sym_module_t *m = &s.mods[0];
+  self_module(m, self, sizeof(self));
+  uint64_t stub;
+  char want[600];
+  if (!first_stub(self, &stub, want, sizeof(want))) {
+    tg_sym_free(&s);
+    skip(); /* linked without a lazy PLT */
+  }
+  uint64_t fn = m->pcs[0];
+  m->pcs = realloc(m->pcs, 2 * sizeof(*m->pcs));
+  assert_non_null(m->pcs);
+  m->pcs[0] = stub < fn ? stub : fn;
+  m->pcs[1] = stub < fn ? fn : stub;
+  m->n_pcs = m->cap_pcs = 2;
+  size_t at = stub < fn ? 0 : 1;
+
+  /* The own file: the stub by name, no file, no line; counted apart. */
+  tg_sym_opts_t o = {.module_files = true};
+  tg_sym_result_t res;
+  assert_int_equal(tg_sym_resolve_all(&s, &o, &res), 0);
+  assert_int_equal(m->source, TG_SYM_SRC_MODULE);
+  assert_int_equal(m->n_addrs, 2);
+  assert_int_equal(m->n_plt, 1);
+  assert_int_equal(m->addrs[at].rel_pc, stub);
+  assert_int_equal(m->addrs[at].n_lines, 1);
+  assert_string_equal(m->addrs[at].lines[0].function, want);
+  assert_null(m->addrs[at].lines[0].file);
+  assert_int_equal(m->addrs[at].lines[0].line, 0);
+  assert_string_equal(m->addrs[1 - at].lines[0].function, "golden_fn");
+  assert_int_equal(res.frames, 2);
+  assert_int_equal(res.frames_named, 2);
+  assert_int_equal(res.frames_with_line, 1);
+  assert_int_equal(res.frames_plt, 1);
+  /* Written as a line with only a function. */
+  tg_buf_t out;
+  tg_buf_init(&out, 0);
+  assert_int_equal(tg_sym_write_module(m, &out), 0);
+  assert_non_null(memmem(tg_buf_begin(&out), tg_buf_size(&out), want,
+                         strlen(want)));
+  tg_buf_free(&out);
+
+  /* A --only-keep-debug file by build id: DWARF from it, the stub from
+   * the own file (its .rela.plt and .dynsym are SHT_NOBITS there). */
+  assert_non_null(mkdtemp(dir));
+  snprintf(cmd, sizeof(cmd), "objcopy --only-keep-debug '%s' '%s/d' 2>/dev/null",
+           self, dir);
+  if (system(cmd) != 0) {
+    rmdir(dir);
+    tg_sym_free(&s);
+    skip(); /* no objcopy */
+  }
+  assert_int_equal(tg_sym_build_id_path(dir, m->build_id, m->build_id_len,
+                                        dbg, sizeof(dbg)), 0);
+  snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname '%s')\" && mv '%s/d' '%s'",
+           dbg, dir, dbg);
+  assert_int_equal(system(cmd), 0);
+  for (int own = 1; own >= 0; own--) {
+    for (size_t i = 0; i < m->n_addrs; i++) {
+      for (size_t l = 0; l < m->addrs[i].n_lines; l++) {
+        free(m->addrs[i].lines[l].function);
+        free(m->addrs[i].lines[l].file);
+      }
+      free(m->addrs[i].lines);
+    }
+    free(m->addrs);
+    free(m->debug_file);
+    m->addrs = NULL;
+    m->debug_file = NULL;
+    m->n_addrs = m->n_plt = 0;
+    tg_sym_opts_t b = {.debug_dirs = {dir}, .n_debug_dirs = 1,
+                       .module_files = own};
+    assert_int_equal(tg_sym_resolve_all(&s, &b, &res), 0);
+    assert_int_equal(m->source, TG_SYM_SRC_BUILD_ID);
+    assert_string_equal(m->debug_file, dbg);
+    assert_int_equal(res.frames_with_line, 1);
+    /* Without the own file, the stub has no name. */
+    assert_int_equal(res.frames_plt, (size_t)own);
+    assert_int_equal(res.frames_named, 1 + (size_t)own);
+    if (own) assert_string_equal(m->addrs[at].lines[0].function, want);
+  }
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+  tg_sym_free(&s);
+}
+
 /* The same frames interned again and again (after each clear, in a long
  * trace) keep the collector's memory at the distinct addresses. */
 static void test_collect_repeats(void **state) {
@@ -381,6 +524,7 @@ int main(void) {
       cmocka_unit_test(test_collect),
       cmocka_unit_test(test_collect_repeats),
       cmocka_unit_test(test_lookup_order),
+      cmocka_unit_test(test_plt_stub),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Names of an x86-64 ELF file's PLT stubs ("NAME@plt", as perf and
+ * objdump call them), synthesized from the PLT sections and their
+ * relocations: no symbol table holds them, stripped or not.
+ *
+ * The layouts read (x86-64 psABI, GNU ld):
+ *
+ *   .plt      16-byte entries; entry 0 is the resolver's header, entry
+ *             i + 1 belongs to relocation i of .rela.plt. With IBT
+ *             (-fcf-protection and -z ibtplt, or every input marked)
+ *             these are the lazy-binding stubs and the calls go to
+ *   .plt.sec  16-byte entries, no header, entry i for relocation i.
+ *   .plt.got  8-byte (16 with IBT) entries for functions bound at load
+ *             time: each is a `jmp *disp32(%rip)` (after an endbr64,
+ *             with or without a bnd prefix) through a GOT slot that an
+ *             R_X86_64_GLOB_DAT relocation of .rela.dyn names.
+ *
+ * The relocations' symbols are those of the table .rela.plt / .rela.dyn
+ * link to (.dynsym), their names in the table that links to (.dynstr).
+ * The header and the IRELATIVE slots (no symbol) stay unnamed. A file
+ * whose sections hold no bytes (SHT_NOBITS: the debug files of objcopy
+ * --only-keep-debug) gives no names: the stripped binary keeps them.
+ *
+ * The file is untrusted: every offset, size, entry size, index and
+ * count is checked against the |len| bytes given, so a bad file gives
+ * fewer names or -EBADMSG, never a read out of bounds. Pure: no I/O. */
+#ifndef TRACEGATE_COMMON_ELF_PLT_H
+#define TRACEGATE_COMMON_ELF_PLT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Bounds of what one file may make the table keep. */
+#define TG_PLT_MAX (1u << 18)
+#define TG_PLT_NAME_MAX 1024 /* bytes of a symbol's name, "@plt" apart */
+
+typedef struct tg_plt_sym {
+  uint64_t addr, size; /* the stub's ELF address and length */
+  uint32_t name;       /* offset of "NAME@plt" in the pool */
+} tg_plt_sym_t;
+
+typedef struct tg_plt {
+  tg_plt_sym_t *v; /* sorted by addr */
+  size_t n;
+  char *pool;
+  size_t pool_len;
+} tg_plt_t;
+
+/* Loads the named stubs of the file of |len| bytes at |buf| (borrowed for
+ * the call) into |out| (owned by the caller: tg_plt_free). Returns the
+ * number kept (0 for a file without PLT names or not x86-64), -EBADMSG
+ * for a header that runs past the bytes, -ENOTSUP for an ELF that is not
+ * 64-bit little-endian, -ENOMEM. */
+int tg_plt_load(const uint8_t *buf, size_t len, tg_plt_t *out);
+
+/* "NAME@plt" for the stub holding ELF address |addr| (owned by |p|), or
+ * NULL. */
+const char *tg_plt_find(const tg_plt_t *p, uint64_t addr);
+
+void tg_plt_free(tg_plt_t *p);
+
+#endif /* TRACEGATE_COMMON_ELF_PLT_H */
