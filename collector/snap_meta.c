@@ -164,7 +164,7 @@ static int get_bool(parse_t *p, const json_t *o, const char *key, bool *out) {
 static int parse_host(parse_t *p, const json_t *o, size_t i,
                       tg_coll_host_result_t *h) {
   if (!json_is_object(o)) return bad(p, "hosts[%zu]: not an object", i);
-  const char *outcome;
+  const char *outcome = NULL;
   int err;
   if ((err = get_text(p, o, "host", 1, TG_COLL_HOST_MAX, &h->host)) ||
       (err = get_text(p, o, "name", 0, TG_COLL_HOST_MAX, &h->name)) ||
@@ -193,8 +193,8 @@ static int parse_host(parse_t *p, const json_t *o, size_t i,
 
 /* Every field but the hosts. */
 static int parse_row(parse_t *p, const json_t *o, tg_coll_meta_t *m) {
-  const char *format, *idtext, *state;
-  int64_t version;
+  const char *format = NULL, *idtext = NULL, *state = NULL;
+  int64_t version = 0;
   uint64_t crc, n_failed;
   int err;
   if ((err = get_text(p, o, "format", 1, 64, &format))) return err;
