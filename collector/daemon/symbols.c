@@ -49,6 +49,7 @@ typedef struct sym_entry {
   char why[256];
   uint64_t bytes;
   size_t modules, modules_found, frames, frames_named, frames_with_line;
+  size_t frames_plt; /* of frames_named: PLT stubs, named NAME@plt */
 } sym_entry_t;
 
 typedef struct sym_job sym_job_t;
@@ -336,6 +337,7 @@ static void after_work(uv_work_t *w, int status) {
     e->frames = j->res.frames;
     e->frames_named = j->res.frames_named;
     e->frames_with_line = j->res.frames_with_line;
+    e->frames_plt = j->res.frames_plt;
     TG_INFO("%s snapshot %016" PRIx64 ": symbolized: %zu of %zu frames "
             "named (%zu with a line), %zu of %zu modules found, %" PRIu64
             " bytes of symbols%s", TG_NOTE(COLLECTOR_SYMBOLIZED), j->id,
@@ -555,13 +557,14 @@ json_t *coll_symbols_json(coll_t *c, uint64_t id) {
                      tg_json_text(e->why));
   if (e->state != SYM_DONE)
     return json_pack("{s:s}", "state", STATE_NAMES[e->state]);
-  return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "state", "done",
-                   "bytes", (json_int_t)e->bytes, "modules",
+  return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "state",
+                   "done", "bytes", (json_int_t)e->bytes, "modules",
                    (json_int_t)e->modules, "modules_found",
                    (json_int_t)e->modules_found, "frames",
                    (json_int_t)e->frames, "frames_named",
                    (json_int_t)e->frames_named, "frames_with_line",
-                   (json_int_t)e->frames_with_line);
+                   (json_int_t)e->frames_with_line, "frames_plt",
+                   (json_int_t)e->frames_plt);
 }
 
 void coll_symbols_metrics(const coll_t *c, FILE *f) {

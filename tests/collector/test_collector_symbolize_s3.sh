@@ -81,6 +81,7 @@ d = json.load(open(sys.argv[1]))
 s = d["symbols"]
 assert s["state"] == "done", s
 assert s["frames"] > 0 and s["frames_named"] > 0 and s["frames_with_line"] > 0, s
+assert 0 <= s["frames_plt"] <= s["frames_named"] - s["frames_with_line"], s
 assert d["snapshot"]["state"] == "complete", d
 assert all(h["problems"] == [] for h in d["hosts"]), d["hosts"]
 PY
