@@ -40,10 +40,21 @@ static int read_keys(coll_rgw_t *g) {
   char line[300];
   while (fgets(line, sizeof line, f)) {
     line[strcspn(line, "\n")] = '\0';
+    /* A key longer than its field is refused, not cut. */
+    const char *v = NULL;
+    char *to = NULL;
+    size_t cap = 0;
     if (strncmp(line, "AWS_ACCESS_KEY_ID=", 18) == 0)
-      snprintf(g->access_key, sizeof g->access_key, "%s", line + 18);
+      v = line + 18, to = g->access_key, cap = sizeof g->access_key;
     else if (strncmp(line, "AWS_SECRET_ACCESS_KEY=", 22) == 0)
-      snprintf(g->secret_key, sizeof g->secret_key, "%s", line + 22);
+      v = line + 22, to = g->secret_key, cap = sizeof g->secret_key;
+    if (!v) continue;
+    size_t n = strlen(v);
+    if (n >= cap) {
+      fclose(f);
+      return -1;
+    }
+    memcpy(to, v, n + 1);
   }
   fclose(f);
   return g->access_key[0] && g->secret_key[0] ? 0 : -1;
