@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* PLT stub names of an x86-64 ELF file: see elf_plt.h. */
+/* PLT entry names of an x86-64 ELF file: see elf_plt.h. */
 #include "common/elf_plt.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Names of an x86-64 ELF file's PLT stubs ("NAME@plt", as perf and
+/* Names of an x86-64 ELF file's PLT entries ("NAME@plt", as perf and
  * objdump call them), synthesized from the PLT sections and their
  * relocations: no symbol table holds them, stripped or not.
  *
@@ -8,7 +8,7 @@
  *   .plt      16-byte entries; entry 0 is the resolver's header, entry
  *             i + 1 belongs to relocation i of .rela.plt. With IBT
  *             (-fcf-protection and -z ibtplt, or every input marked)
- *             these are the lazy-binding stubs and the calls go to
+ *             these are the lazy-binding PLT entries and the calls go to
  *   .plt.sec  16-byte entries, no header, entry i for relocation i.
  *   .plt.got  8-byte (16 with IBT) entries for functions bound at load
  *             time: each is a `jmp *disp32(%rip)` (after an endbr64,
@@ -35,7 +35,7 @@
 #define TG_PLT_NAME_MAX 1024 /* bytes of a symbol's name, "@plt" apart */
 
 typedef struct tg_plt_sym {
-  uint64_t addr, size; /* the stub's ELF address and length */
+  uint64_t addr, size; /* the PLT entry's ELF address and length */
   uint32_t name;       /* offset of "NAME@plt" in the pool */
 } tg_plt_sym_t;
 
@@ -46,14 +46,14 @@ typedef struct tg_plt {
   size_t pool_len;
 } tg_plt_t;
 
-/* Loads the named stubs of the file of |len| bytes at |buf| (borrowed for
+/* Loads the named PLT entries of the file of |len| bytes at |buf| (borrowed for
  * the call) into |out| (owned by the caller: tg_plt_free). Returns the
  * number kept (0 for a file without PLT names or not x86-64), -EBADMSG
  * for a header that runs past the bytes, -ENOTSUP for an ELF that is not
  * 64-bit little-endian, -ENOMEM. */
 int tg_plt_load(const uint8_t *buf, size_t len, tg_plt_t *out);
 
-/* "NAME@plt" for the stub holding ELF address |addr| (owned by |p|), or
+/* "NAME@plt" for the PLT entry holding ELF address |addr| (owned by |p|), or
  * NULL. */
 const char *tg_plt_find(const tg_plt_t *p, uint64_t addr);
 

@@ -231,7 +231,7 @@ int tg_elf_syms_load(const uint8_t *buf, size_t len, tg_elf_syms_t *out) {
       return rv;
     }
   }
-  /* The PLT stubs: no table names them, and a sample in one would be
+  /* The PLT entries: no table names them, and a sample in one would be
    * taken for the sizeless symbol before it or left unnamed. */
   tg_plt_t plt;
   rv = tg_plt_load(buf, len, &plt);

@@ -1,7 +1,7 @@
 /* What tracegate-perf reads of an ELF file: its build id (from the notes),
  * its loadable segments (to turn a file offset into the address a
  * symbolizer knows, Perfetto's rel_pc), its load bias, and the function
- * symbols of .symtab and .dynsym and the PLT stubs' "NAME@plt" (to name
+ * symbols of .symtab and .dynsym and the PLT entries' "NAME@plt" (to name
  * frames on the host).
  *
  * Every parser here works on bytes the caller holds (a file mapped or
@@ -64,7 +64,7 @@ typedef struct tg_elf_syms {
 } tg_elf_syms_t;
 
 /* Loads the function symbols (STT_FUNC, STT_GNU_IFUNC, defined) of
- * .symtab and .dynsym, and the PLT stubs as "NAME@plt"
+ * .symtab and .dynsym, and the PLT entries as "NAME@plt"
  * (common/elf_plt.h). Returns the number kept, -EBADMSG, -ENOTSUP or
  * -ENOMEM. A file without symbols gives 0. */
 int tg_elf_syms_load(const uint8_t *buf, size_t len, tg_elf_syms_t *out);

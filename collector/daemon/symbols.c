@@ -49,7 +49,7 @@ typedef struct sym_entry {
   char why[256];
   uint64_t bytes;
   size_t modules, modules_found, frames, frames_named, frames_with_line;
-  size_t frames_plt; /* of frames_named: PLT stubs, named NAME@plt */
+  size_t frames_plt; /* of frames_named: PLT entries, named NAME@plt */
 } sym_entry_t;
 
 typedef struct sym_job sym_job_t;

@@ -10,7 +10,7 @@
  * found by build id and its addresses resolved with libdw to function,
  * source file and line (inlined functions included, innermost first), and
  * written as Perfetto's ModuleSymbols packets, appended to a copy of the
- * input. An address in one of the module's PLT stubs is named
+ * input. An address in one of the module's PLT entries is named
  * "NAME@plt" (common/elf_plt.h), with no file or line.
  *
  * Owns: the collector's tables and the modules (tg_sym_free). Must never:
@@ -65,7 +65,7 @@ typedef struct tg_sym_module {
   size_t n_pcs, cap_pcs;
   tg_sym_addr_t *addrs; /* resolved, with at least one line each */
   size_t n_addrs;
-  size_t n_plt; /* of them, PLT stubs: "NAME@plt", no source line */
+  size_t n_plt; /* of them, PLT entries: "NAME@plt", no source line */
   tg_sym_source_t source;
   char *debug_file; /* where its names come from */
 } tg_sym_module_t;
@@ -129,8 +129,8 @@ int tg_sym_write_module(const tg_sym_module_t *m, tg_buf_t *out);
 typedef struct tg_sym_result {
   uint64_t packets;
   /* frames_named: with a function name; frames_with_line: with a source
-   * line too; frames_plt: named as a PLT stub ("NAME@plt"), never with a
-   * line (the stub has none). */
+   * line too; frames_plt: named as a PLT entry ("NAME@plt"), never with a
+   * line (the PLT entry has none). */
   size_t modules, modules_found, frames, frames_named, frames_with_line,
       frames_plt;
 } tg_sym_result_t;

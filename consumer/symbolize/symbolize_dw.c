@@ -232,7 +232,7 @@ static int resolve_addr(Dwfl_Module *mod, Dwarf_Addr addr, tg_sym_addr_t *out) {
   return rv;
 }
 
-/* The PLT stub names of the file at |path| (libelf's image of it). */
+/* The PLT entry names of the file at |path| (libelf's image of it). */
 static int plt_of_file(const char *path, tg_plt_t *out) {
   memset(out, 0, sizeof(*out));
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -244,11 +244,11 @@ static int plt_of_file(const char *path, tg_plt_t *out) {
   if (raw) rv = tg_plt_load((const uint8_t *)raw, len, out);
   if (e) elf_end(e);
   close(fd);
-  /* A file whose sections cannot be read names no stub: not an error. */
+  /* A file whose sections cannot be read names no PLT entry: not an error. */
   return rv == -ENOMEM ? rv : 0;
 }
 
-/* |m|'s PLT stub names: from its debug file |path| when that holds the
+/* |m|'s PLT entry names: from its debug file |path| when that holds the
  * PLT's relocations and symbols, else from the module's own file (same
  * build id), which keeps them when stripped; --only-keep-debug files
  * have those sections as SHT_NOBITS. */
@@ -288,11 +288,11 @@ int tg_sym_resolve(tg_sym_module_t *m, const tg_sym_opts_t *o) {
     if ((i & 255) == 255 && (rv = tg_sym_should_stop(o))) break;
     tg_sym_addr_t *a = &m->addrs[m->n_addrs];
     a->rel_pc = m->pcs[i];
-    /* A stub has a name and no source line; DWARF does not cover it and
+    /* A PLT entry has a name and no source line; DWARF does not cover it and
      * the nearest symbol before it is another function's. */
-    const char *stub = tg_plt_find(&plt, m->pcs[i]);
-    if (stub) {
-      rv = add_line(a, stub, NULL, 0);
+    const char *plt_name = tg_plt_find(&plt, m->pcs[i]);
+    if (plt_name) {
+      rv = add_line(a, plt_name, NULL, 0);
       m->n_plt += a->n_lines != 0;
     } else {
       rv = resolve_addr(mod, m->pcs[i] + bias, a);

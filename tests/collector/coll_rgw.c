@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "collector/s3_client.h"
+
 static int run(const char *cmd, const char *dir) {
   pid_t pid = fork();
   if (pid < 0) return -1;
@@ -90,4 +92,30 @@ void coll_rgw_stop(coll_rgw_t *g) {
   g->up = false;
   if (run("stop", g->dir) != 0)
     fprintf(stderr, "coll_rgw: stopping the gateway in %s failed\n", g->dir);
+}
+
+int coll_rgw_start_bucket(coll_rgw_t *g, const char *bucket, const char *test) {
+  int rc = coll_rgw_start(g);
+  if (rc == 1)
+    fprintf(stderr, "%s: Ceph (ceph-mon, ceph-osd, radosgw) is not "
+                    "installed: skipped (deploy/deps.sh installs it)\n", test);
+  if (rc) return rc;
+  tg_s3_client_config_t cc = {
+      .endpoint = g->endpoint, .region = "us-east-1", .bucket = bucket,
+      .access_key = g->access_key, .secret_key = g->secret_key,
+  };
+  tg_s3_client_t *c = NULL;
+  if (tg_s3_client_new(&cc, &c) || tg_s3_bucket_create(c)) rc = -1;
+  tg_s3_client_free(c);
+  return rc;
+}
+
+tg_s3_client_t *coll_rgw_client(const coll_rgw_t *g, const char *bucket) {
+  tg_s3_client_config_t cc = {
+      .endpoint = g->endpoint, .region = "us-east-1", .bucket = bucket,
+      .access_key = g->access_key, .secret_key = g->secret_key,
+      .max_attempts = 2, .base_backoff_ms = 20,
+  };
+  tg_s3_client_t *c = NULL;
+  return tg_s3_client_new(&cc, &c) == 0 ? c : NULL;
 }

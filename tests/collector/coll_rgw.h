@@ -20,6 +20,12 @@ typedef struct coll_rgw {
 /* Starts a gateway. 0; 1 when Ceph is not installed (the caller skips,
  * saying so); -1 on a failure (why on stderr). */
 int coll_rgw_start(coll_rgw_t *g);
+/* coll_rgw_start, then creates |bucket| in it: 0; 1 when Ceph is not
+ * installed (said on stderr in |test|'s name, the caller skips); -1. */
+int coll_rgw_start_bucket(coll_rgw_t *g, const char *bucket, const char *test);
+/* A client of |bucket| on the gateway (retrying twice, 20 ms apart), or
+ * NULL. The caller frees it (tg_s3_client_free). */
+struct tg_s3_client *coll_rgw_client(const coll_rgw_t *g, const char *bucket);
 /* Stops it and removes its directory. Idempotent. */
 void coll_rgw_stop(coll_rgw_t *g);
 

@@ -34,36 +34,19 @@ static coll_rgw_t gw;
 static bool skipped;
 
 static tg_s3_client_t *bucket_client(void) {
-  tg_s3_client_config_t cc = {
-      .endpoint = gw.endpoint, .region = "us-east-1", .bucket = BUCKET,
-      .access_key = gw.access_key, .secret_key = gw.secret_key,
-      .max_attempts = 2, .base_backoff_ms = 20,
-  };
-  tg_s3_client_t *c = NULL;
-  assert_int_equal(tg_s3_client_new(&cc, &c), 0);
+  tg_s3_client_t *c = coll_rgw_client(&gw, BUCKET);
+  assert_non_null(c);
   return c;
 }
 
 static int group_setup(void **state) {
   (void)state;
-  int rc = coll_rgw_start(&gw);
+  int rc = coll_rgw_start_bucket(&gw, BUCKET, "test_collector_s3_rebuild");
   if (rc == 1) {
-    fprintf(stderr, "test_collector_s3_rebuild: Ceph (ceph-mon, ceph-osd, "
-                    "radosgw) is not installed: skipped (deploy/deps.sh "
-                    "installs it)\n");
     skipped = true;
     return 0;
   }
-  if (rc) return rc;
-  tg_s3_client_config_t cc = {
-      .endpoint = gw.endpoint, .region = "us-east-1", .bucket = BUCKET,
-      .access_key = gw.access_key, .secret_key = gw.secret_key,
-  };
-  tg_s3_client_t *c = NULL;
-  if (tg_s3_client_new(&cc, &c) || tg_s3_bucket_create(c)) rc = -1;
-  tg_s3_client_free(c);
-  if (!rc) rc = fleet_dir_create("colrb");
-  return rc;
+  return rc ? rc : fleet_dir_create("colrb");
 }
 
 static int group_teardown(void **state) {

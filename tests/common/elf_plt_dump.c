@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Prints the PLT stub names common/elf_plt.h gives for FILE, one
+/* Prints the PLT entry names common/elf_plt.h gives for FILE, one
  * "ADDR SIZE NAME" line each (hex), for test_elf_plt_objdump.sh to
  * compare with objdump's labels. Exit 0, or 1 when FILE cannot be read
  * or parsed. */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* PLT stub names (common/elf_plt.h) against golden ELF files built here
+/* PLT entry names (common/elf_plt.h) against golden ELF files built here
  * byte by byte: the lazy .plt (header, then one entry per .rela.plt
  * relocation), the IBT layout (.plt.sec), .plt.got through GLOB_DAT
  * relocations, the --only-keep-debug layout (SHT_NOBITS: no names), and
@@ -152,7 +152,7 @@ static void ibt_plt_sec(void **state) {
   assert_string_equal(find(&p, 0x1110), "(none)");
   assert_string_equal(find(&p, 0x1120), "puts@plt");
   assert_string_equal(find(&p, 0x1130), "(none)");
-  /* The lazy stubs in .plt are the same functions'. */
+  /* The lazy PLT entries in .plt are the same functions'. */
   assert_string_equal(find(&p, 0x1030), "access@plt");
   assert_string_equal(find(&p, 0x1050), "puts@plt");
   assert_string_equal(find(&p, 0x120f), "__cxa_finalize@plt");

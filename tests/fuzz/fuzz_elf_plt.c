@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Fuzzes the PLT stub names of an ELF file (common/elf_plt.h), which
+/* Fuzzes the PLT entry names of an ELF file (common/elf_plt.h), which
  * tracegate-perf reads from any file a process maps and `tracegate
  * symbolize` from debug files and modules: headers, sections, relocations
  * and symbol tables are anything.

@@ -194,7 +194,7 @@ static void own_executable_names_own_function(void **state) {
   assert_true(elf.build_id_len >= 8); /* gcc and ld write one by default */
   tg_elf_syms_t syms;
   assert_true(tg_elf_syms_load(buf, (size_t)st.st_size, &syms) > 0);
-  /* Its PLT stubs (cmocka's functions, libc's) by "NAME@plt", the same
+  /* Its PLT entries (cmocka's functions, libc's) by "NAME@plt", the same
    * names as common/elf_plt.h gives (test_elf_plt checks those). */
   tg_plt_t plt;
   assert_true(tg_plt_load(buf, (size_t)st.st_size, &plt) > 0);

@@ -311,10 +311,10 @@ static void test_lookup_order(void **state) {
   assert_int_equal(golden_fn(1), 4);
 }
 
-/* The first named stub of |path|'s .rela.plt, read with libelf apart from
+/* The first named PLT entry of |path|'s .rela.plt, read with libelf apart from
  * the parser under test: its entry's address (.plt.sec's, else the one
  * after .plt's header) and "NAME@plt" in |name|. False when none. */
-static bool first_stub(const char *path, uint64_t *addr, char *name,
+static bool first_plt_entry(const char *path, uint64_t *addr, char *name,
                        size_t size) {
   int fd = open(path, O_RDONLY);
   assert_true(fd >= 0);
@@ -357,7 +357,7 @@ static bool first_stub(const char *path, uint64_t *addr, char *name,
   return found;
 }
 
-static void test_plt_stub(void **state) {
+static void test_plt_entry(void **state) {
   (void)state;
   if (access("/proc/self/exe", R_OK)) skip();
   char self[4096], dir[] = "/tmp/tg_plt_XXXXXX", dbg[4200], cmd[9000];
@@ -368,28 +368,28 @@ static void test_plt_stub(void **state) {
   s.n_mods = s.cap_mods = 1;
   tg_sym_module_t *m = &s.mods[0];
   self_module(m, self, sizeof(self));
-  uint64_t stub;
+  uint64_t plt_addr;
   char want[600];
-  if (!first_stub(self, &stub, want, sizeof(want))) {
+  if (!first_plt_entry(self, &plt_addr, want, sizeof(want))) {
     tg_sym_free(&s);
     skip(); /* linked without a lazy PLT */
   }
   uint64_t fn = m->pcs[0];
   m->pcs = realloc(m->pcs, 2 * sizeof(*m->pcs));
   assert_non_null(m->pcs);
-  m->pcs[0] = stub < fn ? stub : fn;
-  m->pcs[1] = stub < fn ? fn : stub;
+  m->pcs[0] = plt_addr < fn ? plt_addr : fn;
+  m->pcs[1] = plt_addr < fn ? fn : plt_addr;
   m->n_pcs = m->cap_pcs = 2;
-  size_t at = stub < fn ? 0 : 1;
+  size_t at = plt_addr < fn ? 0 : 1;
 
-  /* The own file: the stub by name, no file, no line; counted apart. */
+  /* The own file: the PLT entry by name, no file, no line; counted apart. */
   tg_sym_opts_t o = {.module_files = true};
   tg_sym_result_t res;
   assert_int_equal(tg_sym_resolve_all(&s, &o, &res), 0);
   assert_int_equal(m->source, TG_SYM_SRC_MODULE);
   assert_int_equal(m->n_addrs, 2);
   assert_int_equal(m->n_plt, 1);
-  assert_int_equal(m->addrs[at].rel_pc, stub);
+  assert_int_equal(m->addrs[at].rel_pc, plt_addr);
   assert_int_equal(m->addrs[at].n_lines, 1);
   assert_string_equal(m->addrs[at].lines[0].function, want);
   assert_null(m->addrs[at].lines[0].file);
@@ -407,7 +407,7 @@ static void test_plt_stub(void **state) {
                          strlen(want)));
   tg_buf_free(&out);
 
-  /* A --only-keep-debug file by build id: DWARF from it, the stub from
+  /* A --only-keep-debug file by build id: DWARF from it, the PLT entry from
    * the own file (its .rela.plt and .dynsym are SHT_NOBITS there). */
   assert_non_null(mkdtemp(dir));
   snprintf(cmd, sizeof(cmd), "objcopy --only-keep-debug '%s' '%s/d' 2>/dev/null",
@@ -441,7 +441,7 @@ static void test_plt_stub(void **state) {
     assert_int_equal(m->source, TG_SYM_SRC_BUILD_ID);
     assert_string_equal(m->debug_file, dbg);
     assert_int_equal(res.frames_with_line, 1);
-    /* Without the own file, the stub has no name. */
+    /* Without the own file, the PLT entry has no name. */
     assert_int_equal(res.frames_plt, (size_t)own);
     assert_int_equal(res.frames_named, 1 + (size_t)own);
     if (own) assert_string_equal(m->addrs[at].lines[0].function, want);
@@ -524,7 +524,7 @@ int main(void) {
       cmocka_unit_test(test_collect),
       cmocka_unit_test(test_collect_repeats),
       cmocka_unit_test(test_lookup_order),
-      cmocka_unit_test(test_plt_stub),
+      cmocka_unit_test(test_plt_entry),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
