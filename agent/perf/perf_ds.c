@@ -590,15 +590,40 @@ static tg_pbw_t *begin(tg_perf_ds_t *d, unsigned k, session_t *s,
   return w;
 }
 
-/* Writes a sample read but not written with its frames, as traced_perf
- * does (PerfSample.sample_skipped_reason); the caller counts it. */
+/* The fields of |r| every sample packet carries (no frames); the
+ * followers' counts go to s->follower_counts. */
+static size_t follower_counts(const session_t *s, const tg_perf_record_t *r,
+                              uint64_t *out);
+static tg_perf_emit_sample_t sample_of(session_t *s,
+                                       const tg_perf_record_t *r) {
+  size_t nf = follower_counts(s, r, s->follower_counts);
+  return (tg_perf_emit_sample_t){
+      .ts = r->u.sample.time,
+      .cpu = r->u.sample.cpu,
+      .pid = r->u.sample.pid,
+      .tid = r->u.sample.tid,
+      .cpu_mode = r->misc & TG_PERF_MISC_CPUMODE_MASK,
+      .timebase_count = r->u.sample.read_value,
+      .follower_counts = s->follower_counts,
+      .n_follower_counts = nf,
+  };
+}
+
+/* Writes a sample read but not written with its frames, with its counts,
+ * as traced_perf does (PerfSample.sample_skipped_reason); the caller
+ * counts it. */
+static void skip_emit(tg_perf_ds_t *d, unsigned k, session_t *s,
+                      const tg_perf_emit_sample_t *smp, uint32_t reason) {
+  tg_pbw_t *w = begin(d, k, s, smp->ts);
+  if (!w) return;
+  tg_perf_emit_skipped(w, smp, reason);
+  tg_ds_packet_end(d->ds, k);
+}
+
 static void skip_sample(tg_perf_ds_t *d, unsigned k, session_t *s,
                         const tg_perf_record_t *r, uint32_t reason) {
-  tg_pbw_t *w = begin(d, k, s, r->u.sample.time);
-  if (!w) return;
-  tg_perf_emit_skipped(w, r->u.sample.time, r->u.sample.cpu, r->u.sample.pid,
-                       r->u.sample.tid, reason);
-  tg_ds_packet_end(d->ds, k);
+  tg_perf_emit_sample_t smp = sample_of(s, r);
+  skip_emit(d, k, s, &smp, reason);
 }
 
 /* Callchain entry |i| of |ips| (host order, maybe unaligned). */
@@ -662,9 +687,15 @@ static void write_frames(tg_perf_ds_t *d, unsigned k, session_t *s,
   tg_perf_emit_frame_t *frames = s->frames;
   if (s->cfg.callstacks) {
     if (!n) {
-      /* Idle and kernel threads without kernel frames asked for. */
+      /* As traced_perf: a thread with no user state (idle, a kernel
+       * thread) is out of scope when no kernel frames are asked for; a
+       * sample with no frames otherwise (user mode under a kernel-only
+       * config) keeps its counts under the empty callstack. */
       s->no_frames++;
-      return;
+      if (!s->cfg.kernel_frames) {
+        skip_emit(d, k, s, smp, TG_PERF_SKIP_NOT_IN_SCOPE);
+        return;
+      }
     }
     /* The kernel lists the leaf first; Perfetto's callstacks the root.
      * Each frame keeps pointing at its own mapping. */
@@ -778,7 +809,11 @@ static void write_sample(tg_perf_ds_t *d, unsigned k, session_t *s,
                              (c->n_target_cmdline || c->n_exclude_cmdline)
                                  ? tg_perf_procs_argv0(s->procs, pid)
                                  : NULL))) {
+    /* Written with its counts and no frames, as traced_perf writes a
+     * rejected process's samples: the events are per CPU, and the
+     * counter tracks keep every reading. */
     s->out_of_scope++;
+    skip_sample(d, k, s, r, TG_PERF_SKIP_NOT_IN_SCOPE);
     return;
   }
 #ifdef TG_PERF_HAVE_DWARF
@@ -807,17 +842,7 @@ static void write_sample(tg_perf_ds_t *d, unsigned k, session_t *s,
     }
     n = (size_t)m;
   }
-  size_t nf = follower_counts(s, r, s->follower_counts);
-  tg_perf_emit_sample_t smp = {
-      .ts = r->u.sample.time,
-      .cpu = r->u.sample.cpu,
-      .pid = pid,
-      .tid = r->u.sample.tid,
-      .cpu_mode = r->misc & TG_PERF_MISC_CPUMODE_MASK,
-      .timebase_count = r->u.sample.read_value,
-      .follower_counts = s->follower_counts,
-      .n_follower_counts = nf,
-  };
+  tg_perf_emit_sample_t smp = sample_of(s, r);
   write_frames(d, k, s, &smp, n);
 }
 

@@ -410,15 +410,19 @@ void tg_perf_emit_lost(tg_pbw_t *w, uint64_t ts, uint32_t cpu, uint64_t lost) {
   tg_pbw_end_nested(w);
 }
 
-void tg_perf_emit_skipped(tg_pbw_t *w, uint64_t ts, uint32_t cpu,
-                          uint32_t pid, uint32_t tid, uint32_t reason) {
-  tg_pbw_append_varint(w, TG_PERF_PKT_TIMESTAMP, ts);
+void tg_perf_emit_skipped(tg_pbw_t *w, const tg_perf_emit_sample_t *s,
+                          uint32_t reason) {
+  tg_pbw_append_varint(w, TG_PERF_PKT_TIMESTAMP, s->ts);
   tg_pbw_append_varint(w, TG_PERF_PKT_SEQUENCE_FLAGS,
                        TG_PERF_SEQ_NEEDS_INCREMENTAL_STATE);
   tg_pbw_begin_nested(w, TG_PERF_PKT_PERF_SAMPLE);
-  tg_pbw_append_varint(w, PS_CPU, cpu);
-  tg_pbw_append_varint(w, PS_PID, pid);
-  tg_pbw_append_varint(w, PS_TID, tid);
+  tg_pbw_append_varint(w, PS_CPU, s->cpu);
+  tg_pbw_append_varint(w, PS_PID, s->pid);
+  tg_pbw_append_varint(w, PS_TID, s->tid);
+  tg_pbw_append_varint(w, PS_CPU_MODE, s->cpu_mode);
+  tg_pbw_append_varint(w, PS_TIMEBASE_COUNT, s->timebase_count);
+  for (size_t i = 0; i < s->n_follower_counts; i++)
+    tg_pbw_append_varint(w, PS_FOLLOWER_COUNTS, s->follower_counts[i]);
   tg_pbw_append_varint(w, PS_SKIPPED_REASON, reason);
   tg_pbw_end_nested(w);
 }

@@ -16,9 +16,14 @@
  *     writes them;
  *   - ring loss: perf_sample { cpu, kernel_records_lost } (no pid), which
  *     trace_processor counts as perf_cpu_lost_records of that CPU;
- *   - a sample read but not written: perf_sample { cpu, pid, tid,
- *     sample_skipped_reason } (trace_processor: perf_samples_skipped, or
- *     perf_samples_skipped_dataloss for PROFILER_SKIP_UNWIND_ENQUEUE);
+ *   - a sample read but not written with its callstack: perf_sample {
+ *     cpu, pid, tid, cpu_mode, timebase_count, follower_counts,
+ *     sample_skipped_reason }, as traced_perf writes them. trace_processor
+ *     keeps the row (its counts stay in the counter tracks) and counts
+ *     perf_samples_skipped for the read and unwind stages,
+ *     perf_samples_skipped_dataloss for PROFILER_SKIP_UNWIND_ENQUEUE, and
+ *     nothing for PROFILER_SKIP_NOT_IN_SCOPE (a process outside the scope
+ *     or shard, or a kernel thread when no kernel frames are asked for);
  *   - the session stopped by its memory guardrail: perf_sample {
  *     producer_event { source_stop_reason: PROFILER_STOP_GUARDRAIL } }
  *     (trace_processor: perf_guardrail_stop_ts).
@@ -127,8 +132,9 @@ void tg_perf_emit_counts(tg_pbw_t *w, uint64_t ts, uint32_t cpu,
                          uint64_t timebase_count, const uint64_t *followers,
                          size_t n_followers);
 void tg_perf_emit_lost(tg_pbw_t *w, uint64_t ts, uint32_t cpu, uint64_t lost);
-void tg_perf_emit_skipped(tg_pbw_t *w, uint64_t ts, uint32_t cpu,
-                          uint32_t pid, uint32_t tid, uint32_t reason);
+/* |s| without its frames (they are not read), skipped for |reason|. */
+void tg_perf_emit_skipped(tg_pbw_t *w, const tg_perf_emit_sample_t *s,
+                          uint32_t reason);
 void tg_perf_emit_guardrail_stop(tg_pbw_t *w, uint64_t ts);
 
 #endif /* TRACEGATE_PERF_PERF_EMIT_H */

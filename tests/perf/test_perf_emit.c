@@ -166,10 +166,20 @@ static void loss_and_skips(void **state) {
                                  0x08, 0x01, 0x88, 0x01, 0x2a};
   expect(&o, lost, sizeof(lost));
   out_init(&o);
-  tg_perf_emit_skipped(&o.w, 3, 0, 7, 8, TG_PERF_SKIP_NOT_IN_SCOPE);
+  /* The counts stay with a skipped sample (traced_perf's
+   * EmitSkippedSample); its frames are not written. */
+  static const uint64_t follow[] = {9};
+  tg_perf_emit_sample_t sk = {.ts = 3, .cpu = 0, .pid = 7, .tid = 8,
+                              .cpu_mode = 2, .timebase_count = 5,
+                              .follower_counts = follow,
+                              .n_follower_counts = 1};
+  tg_perf_emit_skipped(&o.w, &sk, TG_PERF_SKIP_NOT_IN_SCOPE);
+  /* perf_sample { cpu pid tid cpu_mode timebase_count follower_counts
+   * sample_skipped_reason (18) } */
   static const uint8_t skipped[] = {0x40, 0x03, 0x68, 0x02, 0x92, 0x04,
-                                    SZ(9), 0x08, 0x00, 0x10, 0x07, 0x18,
-                                    0x08, 0x90, 0x01, 0x04};
+                                    SZ(15), 0x08, 0x00, 0x10, 0x07, 0x18,
+                                    0x08, 0x28, 0x02, 0x30, 0x05, 0x38,
+                                    0x09, 0x90, 0x01, 0x04};
   expect(&o, skipped, sizeof(skipped));
   out_init(&o);
   tg_perf_emit_guardrail_stop(&o.w, 3);
