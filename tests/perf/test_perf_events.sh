@@ -20,6 +20,9 @@
 #   polling     timebase.poll_period_ms with a follower and no callstacks:
 #               the counters read every period, a counter track per CPU
 #               for each, rows on every one.
+#   raw         a raw timebase and follower (the software PMU's cpu-clock
+#               and context-switches by type and config): callstacks of
+#               the workload, counter tracks named after both.
 #   sharding    scope.process_shard_count 2 and two spinning workloads of
 #               pids of either parity: callstacks of the shard chosen (the
 #               stat perf_chosen_process_shard) only; the other workload's
@@ -261,6 +264,48 @@ withproc=$(q "select count(*) from perf_sample where utid != 0 or callsite_id is
 bad=$(bad_stats)
 [ -z "$bad" ] || die "polling: trace_processor stats: $bad"
 say "polling: cpu-clock and context-switches read on $NCPU CPUs"
+
+# --- raw events ---------------------------------------------------------------------
+# RawEvent's type and config go to perf_event_open as they are: this VM has
+# no PMU, but the software PMU's events are raw events too (type 1,
+# PERF_TYPE_SOFTWARE; config 0 cpu-clock, 3 context-switches). A raw group
+# runs on MONOTONIC_RAW, as a hardware one would.
+run_workload "$WORK/perfwork"
+RAWW=$LAST
+cat >"$WORK/raw.pbtxt" <<'CFG'
+buffers { size_kb: 16384 }
+duration_ms: 1500
+data_sources {
+  config {
+    name: "linux.perf"
+    perf_event_config {
+      timebase { frequency: 200 raw_event { type: 1 config: 0 } name: "rawclock" }
+      followers { raw_event { type: 1 config: 3 } name: "rawswitches" }
+      callstack_sampling {
+        scope { target_cmdline: "perfwork" }
+        user_frames: UNWIND_FRAME_POINTER
+      }
+      ring_buffer_read_period_ms: 50
+    }
+  }
+}
+CFG
+TRACE=$WORK/raw.pftrace
+record "$WORK/raw.pbtxt" "$TRACE" "$WORK/raw.log"
+stop_workloads "$RAWW"
+stacks=$(q "select count(*) from perf_sample s join thread t using (utid)
+            join process p using (upid) where p.pid = $RAWW
+            and s.callsite_id is not null")
+[ "$stacks" -gt 0 ] || die "raw events: no callstack of the workload $RAWW"
+for pair in rawclock:1 rawswitches:0; do
+  name=${pair%:*} tb=${pair#*:}
+  rows=$(q "select count(*) from counter c join perf_counter_track t
+            on c.track_id = t.id where t.name = '$name' and t.is_timebase = $tb")
+  [ "$rows" -gt 0 ] || die "raw events: no counter rows on a '$name' track (is_timebase $tb)"
+done
+bad=$(bad_stats)
+[ -z "$bad" ] || die "raw events: trace_processor stats: $bad"
+say "raw events: $stacks callstacks of the workload, tracks rawclock and rawswitches"
 
 # --- process sharding ---------------------------------------------------------------
 # Two spinning workloads whose pids differ in parity.
