@@ -21,30 +21,26 @@
  * whose sections hold no bytes (SHT_NOBITS: the debug files of objcopy
  * --only-keep-debug) gives no names: the stripped binary keeps them.
  *
- * The file is untrusted: every offset, size, entry size, index and
- * count is checked against the |len| bytes given, so a bad file gives
- * fewer names or -EBADMSG, never a read out of bounds. Pure: no I/O. */
+ * The file is untrusted: it is read through common/elf_read.h, which
+ * checks every offset, size, entry size, index and count against the
+ * |len| bytes given, so a bad file gives fewer names or -EBADMSG, never
+ * a read out of bounds. Pure: no I/O. */
 #ifndef TRACEGATE_COMMON_ELF_PLT_H
 #define TRACEGATE_COMMON_ELF_PLT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/addr_names.h"
+
 /* Bounds of what one file may make the table keep. */
 #define TG_PLT_MAX (1u << 18)
 #define TG_PLT_NAME_MAX 1024 /* bytes of a symbol's name, "@plt" apart */
 
-typedef struct tg_plt_sym {
-  uint64_t addr, size; /* the PLT entry's ELF address and length */
-  uint32_t name;       /* offset of "NAME@plt" in the pool */
-} tg_plt_sym_t;
-
-typedef struct tg_plt {
-  tg_plt_sym_t *v; /* sorted by addr */
-  size_t n;
-  char *pool;
-  size_t pool_len;
-} tg_plt_t;
+/* An entry: the PLT entry's ELF address and length, "NAME@plt" in the
+ * pool. The table is sorted by address, one entry per address. */
+typedef tg_addr_name_t tg_plt_sym_t;
+typedef tg_addr_names_t tg_plt_t;
 
 /* Loads the named PLT entries of the file of |len| bytes at |buf| (borrowed for
  * the call) into |out| (owned by the caller: tg_plt_free). Returns the
@@ -54,7 +50,9 @@ typedef struct tg_plt {
 int tg_plt_load(const uint8_t *buf, size_t len, tg_plt_t *out);
 
 /* "NAME@plt" for the PLT entry holding ELF address |addr| (owned by |p|), or
- * NULL. */
+ * NULL: tg_addr_names_find under TG_ADDR_SIZE0_EMPTY (every entry has
+ * its size). When a file lists one address twice, the first listed
+ * (.rela.plt's before .plt.got's, each in its order) names it. */
 const char *tg_plt_find(const tg_plt_t *p, uint64_t addr);
 
 void tg_plt_free(tg_plt_t *p);

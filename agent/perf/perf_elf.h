@@ -5,7 +5,8 @@
  * frames on the host).
  *
  * Every parser here works on bytes the caller holds (a file mapped or
- * read whole) and checks every offset, size and count against them:
+ * read whole) and checks every offset, size and count against them
+ * (the sections through common/elf_read.h):
  * files are untrusted (a process may map anything), so a bad one yields
  * -EBADMSG or fewer symbols, never a read out of bounds. Only 64-bit
  * little-endian ELF is read (-ENOTSUP otherwise).
@@ -17,11 +18,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/addr_names.h"
+
 #define TG_ELF_BUILD_ID_MAX 64
 #define TG_ELF_LOADS_MAX 16
 /* Bounds of the symbol table kept per file. */
 #define TG_ELF_SYMS_MAX (1u << 20)
-#define TG_ELF_SYM_NAME_MAX 1024
+#define TG_ELF_SYM_NAME_MAX 1024 /* bytes of a name, its NUL included */
 
 /* Finds the GNU build id (NT_GNU_BUILD_ID, owner "GNU") among the notes
  * of |len| bytes at |notes| (a PT_NOTE segment or SHT_NOTE section whose
@@ -51,24 +54,24 @@ int tg_elf_parse(const uint8_t *buf, size_t len, tg_elf_t *out);
  * load holding it, else |off| + load_bias. */
 uint64_t tg_elf_vaddr(const tg_elf_t *e, uint64_t off);
 
-typedef struct tg_elf_sym {
-  uint64_t addr, size;
-  uint32_t name; /* offset in the pool */
-} tg_elf_sym_t;
-
-typedef struct tg_elf_syms {
-  tg_elf_sym_t *v; /* sorted by addr */
-  size_t n;
-  char *pool;
-  size_t pool_len;
-} tg_elf_syms_t;
+/* An entry: a function's ELF address and size, its name in the pool.
+ * The table is sorted by address, one entry per address. */
+typedef tg_addr_name_t tg_elf_sym_t;
+typedef tg_addr_names_t tg_elf_syms_t;
 
 /* Loads the function symbols (STT_FUNC, STT_GNU_IFUNC, defined) of
- * .symtab and .dynsym, and the PLT entries as "NAME@plt"
- * (common/elf_plt.h). Returns the number kept, -EBADMSG, -ENOTSUP or
- * -ENOMEM. A file without symbols gives 0. */
+ * .symtab and .dynsym (each table with its bytes in the file and linked
+ * to a string table that has them), and the PLT entries as "NAME@plt"
+ * (common/elf_plt.h), into |out| (owned by the caller:
+ * tg_elf_syms_free). Of the entries at one address the sized one is
+ * kept, else the first in section order (.dynsym before .symtab as
+ * linkers lay them out, PLT entries last). Returns the number kept,
+ * -EBADMSG, -ENOTSUP or -ENOMEM. A file without symbols gives 0. */
 int tg_elf_syms_load(const uint8_t *buf, size_t len, tg_elf_syms_t *out);
-/* The name of the function holding |addr| (ELF address), or NULL. */
+/* The name of the function holding |addr| (ELF address), or NULL: the
+ * symbol at or below it, when |addr| lies within its size or it has
+ * none (then it runs to the next symbol): tg_addr_names_find under
+ * TG_ADDR_SIZE0_TO_NEXT. */
 const char *tg_elf_syms_find(const tg_elf_syms_t *s, uint64_t addr);
 void tg_elf_syms_free(tg_elf_syms_t *s);
 

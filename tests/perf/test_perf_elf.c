@@ -152,6 +152,10 @@ static void golden_elf_symbols(void **state) {
   put32(e + SYMTAB_AT + 24, 0x1000);
   assert_int_equal(tg_elf_syms_load(e, ELF_SIZE, &s), 1);
   tg_elf_syms_free(&s);
+  /* A string table of SHT_NOBITS has no bytes in the file to name by. */
+  put32(e + SHDRS_AT + 128 + 4, 8);
+  assert_int_equal(tg_elf_syms_load(e, ELF_SIZE, &s), 0);
+  tg_elf_syms_free(&s);
   free(e);
 }
 
