@@ -97,19 +97,24 @@ stop_workloads() {
 
 NCPU=$(getconf _NPROCESSORS_CONF)
 
+# Writes $WORK/$1.pbtxt: a 1.5 s session of linux.perf whose
+# perf_event_config holds the lines read from stdin.
+perf_cfg() {
+  {
+    printf 'buffers { size_kb: 16384 }\nduration_ms: 1500\ndata_sources {\n'
+    printf '  config {\n    name: "linux.perf"\n    perf_event_config {\n'
+    cat
+    printf '    }\n  }\n}\n'
+  } >"$WORK/$1.pbtxt"
+}
+
 # --- tracepoint timebase ------------------------------------------------------
 TRACEFS=/sys/kernel/tracing
 [ -r $TRACEFS/events/sched/sched_switch/id ] || TRACEFS=/sys/kernel/debug/tracing
 if [ -r $TRACEFS/events/sched/sched_switch/id ]; then
   run_workload "$WORK/perfnap"
   NAP=$LAST
-  cat >"$WORK/tp.pbtxt" <<CFG
-buffers { size_kb: 16384 }
-duration_ms: 1500
-data_sources {
-  config {
-    name: "linux.perf"
-    perf_event_config {
+  perf_cfg tp <<CFG
       timebase {
         period: 1
         tracepoint { name: "sched:sched_switch" filter: "prev_pid == $NAP" }
@@ -119,9 +124,6 @@ data_sources {
         user_frames: UNWIND_FRAME_POINTER
       }
       ring_buffer_read_period_ms: 50
-    }
-  }
-}
 CFG
   TRACE=$WORK/tp.pftrace
   record "$WORK/tp.pbtxt" "$TRACE" "$WORK/tp.log"
@@ -190,13 +192,7 @@ followers() {
     TP_FOLLOWER='followers { tracepoint { name: "sched:sched_switch" } name: "switches" }'
     FOLLOWER_TRACKS="$FOLLOWER_TRACKS switches"
   fi
-  cat >"$WORK/follow.pbtxt" <<CFG
-buffers { size_kb: 16384 }
-duration_ms: 1500
-data_sources {
-  config {
-    name: "linux.perf"
-    perf_event_config {
+  perf_cfg follow <<CFG
       timebase { frequency: 200 counter: SW_CPU_CLOCK }
       followers { counter: SW_CONTEXT_SWITCHES }
       followers { counter: SW_PAGE_FAULTS name: "faults" }
@@ -206,9 +202,6 @@ data_sources {
         user_frames: $1
       }
       ring_buffer_read_period_ms: 50
-    }
-  }
-}
 CFG
   TRACE=$WORK/follow-$1.pftrace
   record "$WORK/follow.pbtxt" "$TRACE" "$WORK/follow-$1.log"
@@ -233,18 +226,9 @@ followers UNWIND_FRAME_POINTER
 [ "${PERF_DWARF:-}" != ON ] || followers UNWIND_DWARF
 
 # --- counter-only polling ---------------------------------------------------------
-cat >"$WORK/poll.pbtxt" <<'CFG'
-buffers { size_kb: 4096 }
-duration_ms: 1000
-data_sources {
-  config {
-    name: "linux.perf"
-    perf_event_config {
+perf_cfg poll <<'CFG'
       timebase { poll_period_ms: 100 counter: SW_CPU_CLOCK }
       followers { counter: SW_CONTEXT_SWITCHES }
-    }
-  }
-}
 CFG
 TRACE=$WORK/poll.pftrace
 record "$WORK/poll.pbtxt" "$TRACE" "$WORK/poll.log"
@@ -272,13 +256,7 @@ say "polling: cpu-clock and context-switches read on $NCPU CPUs"
 # runs on MONOTONIC_RAW, as a hardware one would.
 run_workload "$WORK/perfwork"
 RAWW=$LAST
-cat >"$WORK/raw.pbtxt" <<'CFG'
-buffers { size_kb: 16384 }
-duration_ms: 1500
-data_sources {
-  config {
-    name: "linux.perf"
-    perf_event_config {
+perf_cfg raw <<'CFG'
       timebase { frequency: 200 raw_event { type: 1 config: 0 } name: "rawclock" }
       followers { raw_event { type: 1 config: 3 } name: "rawswitches" }
       callstack_sampling {
@@ -286,9 +264,6 @@ data_sources {
         user_frames: UNWIND_FRAME_POINTER
       }
       ring_buffer_read_period_ms: 50
-    }
-  }
-}
 CFG
 TRACE=$WORK/raw.pftrace
 record "$WORK/raw.pbtxt" "$TRACE" "$WORK/raw.log"
@@ -318,22 +293,13 @@ while [ -z "$B" ]; do
   if [ $(((LAST - A) % 2)) != 0 ]; then B=$LAST; else EXTRA="$EXTRA $LAST"; fi
 done
 [ -z "$EXTRA" ] || { for p in $EXTRA; do kill "$p"; wait "$p" 2>/dev/null || true; forget_pid "$p"; done; }
-cat >"$WORK/shard.pbtxt" <<'CFG'
-buffers { size_kb: 16384 }
-duration_ms: 1500
-data_sources {
-  config {
-    name: "linux.perf"
-    perf_event_config {
+perf_cfg shard <<'CFG'
       timebase { frequency: 200 counter: SW_CPU_CLOCK }
       callstack_sampling {
         scope { process_shard_count: 2 }
         user_frames: UNWIND_FRAME_POINTER
       }
       ring_buffer_read_period_ms: 50
-    }
-  }
-}
 CFG
 TRACE=$WORK/shard.pftrace
 record "$WORK/shard.pbtxt" "$TRACE" "$WORK/shard.log"
