@@ -692,6 +692,42 @@ def has_data_source(consumer_sock, name):
                for d in state.get("data_sources", []))
 
 
+def ftrace_recorded(pid):
+    """The events each tracefs instance of the tracegate-probes of |pid|
+    has recorded (still in its ring, or read), by instance directory."""
+    got = {}
+    for d in glob.glob("/sys/kernel/tracing/instances/tracegate-%d-*" % pid):
+        n = 0
+        for path in glob.glob(d + "/per_cpu/cpu*/stats"):
+            try:
+                for line in open(path):
+                    key, _, value = line.partition(":")
+                    if key in ("entries", "read events"):
+                        n += int(value)
+            except (OSError, ValueError):
+                pass
+        got[d] = n
+    return got
+
+
+def wait_for_rings_to_record(rings, daemons):
+    """Waits until each of the |rings| sessions' tracefs instances holds
+    kernel events. A ring's host reads "tracing" once its session is
+    enabled, while the probes may still be setting its instance up: a
+    snapshot taken then holds no sched event of it, at any speed."""
+    probes = [d.proc.pid for d in daemons
+              if d.name == "tracegate-probes" and d.proc]
+    if len(probes) != 1:
+        raise Failure("no one tracegate-probes running to record the rings: "
+                      "%s" % [d.name for d in daemons])
+
+    def recorded():
+        got = ftrace_recorded(probes[0])
+        return len(got) >= rings and all(n >= 64 for n in got.values())
+    wait_for("the rings' ftrace instances to record events", recorded, 60,
+             daemons)
+
+
 def wait_for_probes(consumer_sock, daemons):
     wait_for("tracegate-probes' linux.ftrace on " + consumer_sock,
              lambda: has_data_source(consumer_sock, "linux.ftrace"),
@@ -1019,6 +1055,7 @@ class FirstDay:
                 return len(hosts) == 2 and all(h["state"] == "tracing"
                                                for h in hosts)
             wait_for("the collector's rings to trace", tracing, 60, self.daemons)
+            wait_for_rings_to_record(2, self.daemons)
         else:
             raise Failure("first day: no readiness known for " + name)
 
