@@ -238,9 +238,7 @@ int tg__coll_remove(tg_coll_store_t *s, uint64_t id, bool unless_pinned) {
   }
   char name[TG_COLL_FILE_NAME_MAX];
   tg_coll_id_file_name(id, 0, name);
-  if (unlinkat(s->snap_fd, name, 0) != 0 && errno != ENOENT)
-    TG_WARN("store: snapshot %s: unlink: %s (removed at the next open)", name,
-            strerror(errno));
+  tg__coll_unlink_name(s, name);
   tg__coll_unlink_index(s, id);
   tg__coll_step(s, TG_COLL_STEP_UNLINKED, id);
   return 0;

@@ -33,6 +33,9 @@ int tg__coll_each_row(tg_coll_store_t *s, unsigned states,
                                 tg_coll_recovery_t *rec),
                       tg_coll_recovery_t *rec);
 
+/* Unlinks |name| in snapshots/; a failure other than ENOENT is logged
+ * (recovery removes what is left at the next open). */
+void tg__coll_unlink_name(tg_coll_store_t *s, const char *name);
 /* Unlinks |id|'s host index from snapshots/, if there is one (a failure
  * is logged: recovery removes it at the next open). */
 void tg__coll_unlink_index(tg_coll_store_t *s, uint64_t id);

@@ -181,9 +181,7 @@ int tg_coll_store_symbols_commit(tg_coll_store_t *s, uint64_t id,
     TG_WARN("store: snapshot %s: cannot store its symbols: %s", final,
             strerror(-err));
     tg_coll_store_symbols_abort(s, id);
-    unlinkat(s->snap_fd, final, 0);
-    tg_coll_id_symidx_name(id, 0, final);
-    unlinkat(s->snap_fd, final, 0);
+    tg__coll_unlink_symbols(s, id);
   }
   return err;
 }

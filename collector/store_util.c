@@ -52,12 +52,16 @@ bool tg__coll_row_keeps(tg_coll_store_t *s, uint64_t id, unsigned states) {
   return (states & TG_COLL_STATE_BIT(r.state)) != 0;
 }
 
-void tg__coll_unlink_index(tg_coll_store_t *s, uint64_t id) {
-  char name[TG_COLL_FILE_NAME_MAX];
-  tg_coll_id_index_name(id, 0, name);
+void tg__coll_unlink_name(tg_coll_store_t *s, const char *name) {
   if (unlinkat(s->snap_fd, name, 0) != 0 && errno != ENOENT)
     TG_WARN("store: %s: unlink: %s (removed at the next open)", name,
             strerror(errno));
+}
+
+void tg__coll_unlink_index(tg_coll_store_t *s, uint64_t id) {
+  char name[TG_COLL_FILE_NAME_MAX];
+  tg_coll_id_index_name(id, 0, name);
+  tg__coll_unlink_name(s, name);
   tg__coll_unlink_symbols(s, id);
 }
 
@@ -66,11 +70,7 @@ void tg__coll_unlink_index(tg_coll_store_t *s, uint64_t id) {
 void tg__coll_unlink_symbols(tg_coll_store_t *s, uint64_t id) {
   char name[TG_COLL_FILE_NAME_MAX];
   tg_coll_id_symidx_name(id, 0, name);
-  if (unlinkat(s->snap_fd, name, 0) != 0 && errno != ENOENT)
-    TG_WARN("store: %s: unlink: %s (removed at the next open)", name,
-            strerror(errno));
+  tg__coll_unlink_name(s, name);
   tg_coll_id_symbols_name(id, 0, name);
-  if (unlinkat(s->snap_fd, name, 0) != 0 && errno != ENOENT)
-    TG_WARN("store: %s: unlink: %s (removed at the next open)", name,
-            strerror(errno));
+  tg__coll_unlink_name(s, name);
 }

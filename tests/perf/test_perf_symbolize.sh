@@ -140,16 +140,9 @@ PY
 # a sequence of its own: named access@plt from the binary, no line.
 PLT=$(objdump -d "$WORK/symwork" | sed -n 's/^0*\([0-9a-f]*\) <access@plt>:$/\1/p')
 [ -n "$PLT" ] || die "objdump names no access@plt in the workload"
-python3 - "$WORK/symwork" "$BID" "$PLT" "$WORK/plt.pftrace" <<'PY'
+PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$(dirname "$0") python3 - "$WORK/symwork" "$BID" "$PLT" "$WORK/plt.pftrace" <<'PY'
 import sys
-def v(x):
-    o = bytearray()
-    while x >= 0x80:
-        o.append(x & 0x7f | 0x80); x >>= 7
-    o.append(x)
-    return bytes(o)
-def f(n, x): return v(n << 3) + v(x)
-def b(n, x): return v(n << 3 | 2) + v(len(x)) + x
+from pb_lite import field_varint as f, field_bytes as b
 path, bid, pc = sys.argv[1], bytes.fromhex(sys.argv[2]), int(sys.argv[3], 16)
 parts = [p.encode() for p in path.split("/") if p]
 it = b(16, f(1, 1) + b(2, bid))
@@ -251,21 +244,9 @@ chain=$(chain_count "and s.cumulative_count > 0")
 # A merged trace: every packet on machine 1 (as the fleet merge appends
 # machine_id). The ModuleSymbols must carry machine 1 to match its
 # mappings: those of the single-host run (machine 0) match none there.
-python3 - "$WORK/perf.pftrace" "$WORK/m1.pftrace" <<'PY'
+PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$(dirname "$0") python3 - "$WORK/perf.pftrace" "$WORK/m1.pftrace" <<'PY'
 import sys
-def rv(b, i):
-    v = s = 0
-    while True:
-        c = b[i]; i += 1
-        v |= (c & 0x7f) << s; s += 7
-        if not c & 0x80:
-            return v, i
-def wv(v):
-    o = bytearray()
-    while v >= 0x80:
-        o.append(v & 0x7f | 0x80); v >>= 7
-    o.append(v)
-    return bytes(o)
+from pb_lite import read_varint as rv, varint as wv
 src = open(sys.argv[1], "rb").read()
 out = bytearray()
 i = 0
