@@ -481,9 +481,10 @@ static size_t failures_in(const e2e_packets_t *p) {
 
 static void ftrace_without_root_reports_every_event_failed(void **state) {
   e2e_require_ftrace();
+  TG_TEST_REQUIRE_OTHER_USER();
   test_service_t *ts = *state;
   /* nobody must reach the producer socket. */
-  assert_int_equal(chmod(ts->dir, 0755), 0);
+  assert_int_equal(tg_test_other_user_dir(ts->dir, 0755), 0);
   char err_path[160];
   pid_t probes = e2e_start_probes(ts, err_path, sizeof(err_path),
                                   "probes-nobody.err", true, 3);

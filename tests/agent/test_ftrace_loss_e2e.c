@@ -263,9 +263,10 @@ static void ftrace_clone_then_stop_report_the_overrun_once(void **state) {
  * with the status of a trace written without all it asked for. */
 static void record_reports_ftrace_that_did_not_start(void **state) {
   e2e_require_ftrace();
+  TG_TEST_REQUIRE_OTHER_USER();
   test_service_t *ts = *state;
   /* nobody must reach the producer socket. */
-  assert_int_equal(chmod(ts->dir, 0755), 0);
+  assert_int_equal(tg_test_other_user_dir(ts->dir, 0755), 0);
   char err_path[160];
   pid_t probes = e2e_start_probes(ts, err_path, sizeof(err_path),
                                   "probes-nobody.err", true, 3);
@@ -306,8 +307,9 @@ static void record_reports_ftrace_that_did_not_start(void **state) {
  * the failure rewritten at the clone's flush is in it. */
 static void clone_reports_ftrace_that_did_not_start(void **state) {
   e2e_require_ftrace();
+  TG_TEST_REQUIRE_OTHER_USER();
   test_service_t *ts = *state;
-  assert_int_equal(chmod(ts->dir, 0755), 0);
+  assert_int_equal(tg_test_other_user_dir(ts->dir, 0755), 0);
   char err_path[160];
   pid_t probes = e2e_start_probes(ts, err_path, sizeof(err_path),
                                   "probes-nobody.err", true, 3);

@@ -20,8 +20,8 @@
 # ring before the trigger.
 #
 # Skipped (exit 77), with the reason, where perf_event_open is refused,
-# when not root or without setpriv (host b's capabilities cannot be
-# dropped), when perf_event_paranoid is -1 (host b would sample), without a
+# when it cannot run a program as another user (host b's capabilities
+# cannot be dropped; tests/support/other_user.sh), when perf_event_paranoid is -1 (host b would sample), without a
 # C compiler, and where PERFETTO_BIN is unset (after the collector's
 # checks, which must pass).
 #
@@ -39,8 +39,7 @@ die() {
 
 need_cc
 fresh_work
-[ "$(id -u)" = 0 ] || { say "SKIPPED: not root: host b's capabilities cannot be dropped"; exit 77; }
-command -v setpriv >/dev/null 2>&1 || { say "SKIPPED: no setpriv"; exit 77; }
+other_user_or_skip "$PERF_TEST"
 [ "$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo 2)" != -1 ] || {
   say "SKIPPED: perf_event_paranoid is -1: host b's tracegate-perf would sample"; exit 77; }
 skip_unless_can_perf
@@ -63,12 +62,10 @@ ready_port() {
   sed -n 's/^ready \([0-9]*\).*/\1/p' "$1" | head -n 1
 }
 
-# nobody must reach host b's producer socket and its tracegate-perf: both
-# in a directory of their own under /tmp (cleanup removes it).
-SOCKS=$(mktemp -d /tmp/tg_boost.XXXXXX)
-chmod 0755 "$SOCKS"
-cp "$BUILD_DIR/agent/perf/tracegate-perf" "$SOCKS/"
-chmod 0755 "$SOCKS/tracegate-perf"
+# The other user must reach host b's producer socket and its
+# tracegate-perf: both in OTHER_DIR (cleanup removes it).
+other_user_dir boost || die "no directory for the other user"
+SOCKS=$OTHER_DIR
 
 # Host $1's tracegated on $2 (the directory of its sockets) and its relay.
 # Sets PORT_$1.
@@ -92,7 +89,7 @@ PIDS="$PIDS $!"
 wait_registered "$WORK/a.c.sock" linux.perf "linux.perf was not registered on a"
 host_start b "$SOCKS"
 # As deploy/systemd/tracegate-perf.service.in, less CAP_PERFMON.
-start_as_nobody +sys_ptrace,+syslog "$WORK/b.perf.log" "$SOCKS/tracegate-perf" \
+start_perf_as_unit +sys_ptrace,+syslog "$WORK/b.perf.log" \
   --socket "$SOCKS/b.p.sock" --name perf-b
 wait_registered "$SOCKS/b.c.sock" linux.perf "linux.perf was not registered on b" \
   "$WORK/b.perf.log"

@@ -50,10 +50,11 @@ static void a_host_whose_ftrace_cannot_start_makes_the_snapshot_partial(
     void **state) {
   (void)state;
   e2e_require_ftrace();
+  TG_TEST_REQUIRE_OTHER_USER();
   fleet_host_t h[2];
   start_hosts(h, 2);
   /* nobody must reach host 0's producer socket. */
-  assert_int_equal(chmod(h[0].ts.dir, 0755), 0);
+  assert_int_equal(tg_test_other_user_dir(h[0].ts.dir, 0755), 0);
   char err[2][160];
   pid_t probes[2];
   for (int i = 0; i < 2; i++)

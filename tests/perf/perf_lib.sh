@@ -8,19 +8,19 @@
 # Skips exit 77 with the reason on stdout.
 
 TGCLI=$BUILD_DIR/cli/tracegate
+# Every script sourcing this one sits in a directory of tests/.
+. "$(dirname "$0")/../support/other_user.sh"
 
 say() { echo "$PERF_TEST: $*"; }
 die() { say "FAILED: $*"; say "files kept in $WORK"; cleanup; exit 1; }
 PIDS=""
-SOCKS=""
 cleanup() {
   # A workload still running ends once this file exists.
   [ -d "${WORK:-}" ] && touch "$WORK/stop"
   for p in $PIDS; do kill "$p" 2>/dev/null || true; done
   for p in $PIDS; do wait "$p" 2>/dev/null || true; done
   PIDS=""
-  [ -z "$SOCKS" ] || rm -rf "$SOCKS"
-  SOCKS=""
+  other_user_cleanup
 }
 trap cleanup EXIT
 
@@ -146,17 +146,21 @@ wait_registered() {
   done
 }
 
-# Starts tracegate-perf as nobody with only capabilities $1 (setpriv
-# syntax, e.g. +sys_ptrace,+syslog), as its systemd unit runs it; its
-# output into $2, the command line after. Sets NOBODY_PID.
-start_as_nobody() {
+# Starts tracegate-perf as the other user (tests/support/other_user.sh) with
+# only capabilities $1 (setpriv syntax, e.g. +sys_ptrace,+syslog), as its
+# systemd unit runs it, from a copy in OTHER_DIR (made here if the test
+# has none yet); its output into $2, its arguments after. Sets NOBODY_PID.
+start_perf_as_unit() {
   caps=$1
   log=$2
   shift 2
-  setpriv --reuid=65534 --regid=65534 --clear-groups --no-new-privs \
-    --inh-caps="-all,$caps" --ambient-caps="-all,$caps" --bounding-set="-all,$caps" \
-    "$@" >"$log" 2>&1 &
-  NOBODY_PID=$!
+  [ -n "$OTHER_DIR" ] || other_user_dir "$PERF_TEST" || die "no directory for the other user"
+  [ -x "$OTHER_DIR/tracegate-perf" ] ||
+    other_user_copy "$BUILD_DIR/agent/perf/tracegate-perf" >/dev/null ||
+    die "cannot copy tracegate-perf for the other user"
+  other_user_start "$caps" "$log" "$OTHER_DIR/tracegate-perf" "$@" ||
+    die "cannot start tracegate-perf as the other user"
+  NOBODY_PID=$OTHER_PID
   PIDS="$NOBODY_PID $PIDS"
 }
 
@@ -171,6 +175,17 @@ start_local() {
   PERF_PID=$!
   PIDS="$PERF_PID $PIDS"
   wait_registered "$C" linux.perf "linux.perf was not registered"
+}
+
+# Writes $WORK/$1.pbtxt: a session of $2 ms (default 1500) of linux.perf
+# whose perf_event_config holds the lines read from stdin.
+perf_cfg() {
+  {
+    printf 'buffers { size_kb: 16384 }\nduration_ms: %s\ndata_sources {\n' "${2:-1500}"
+    printf '  config {\n    name: "linux.perf"\n    perf_event_config {\n'
+    cat
+    printf '    }\n  }\n}\n'
+  } >"$WORK/$1.pbtxt"
 }
 
 # Skips unless PERFETTO_BIN is set ($1: what is then not checked); sets TP.

@@ -171,36 +171,7 @@ fi
 
 stop_clean "$PERF_PID" tracegate-perf "$WORK/perf.log"
 
-# --- as its unit runs it ------------------------------------------------------
-# A user of its own (nobody) with CAP_PERFMON, CAP_SYS_PTRACE and CAP_SYSLOG
-# only (deploy/systemd/tracegate-perf.service.in): the root workload's
-# frames are still named. Without CAP_PERFMON: refused, the capability
-# named (TG-8002).
-UNIT_TRACE=$WORK/unit.pftrace
-as_unit() { # $1: capabilities, $2: producer name
-  start_as_nobody "$1" "$WORK/$2.log" \
-    "$BUILD_DIR/agent/perf/tracegate-perf" --socket "$P" --name "$2"
-  UNIT_PID=$NOBODY_PID
-  wait_registered "$C" "$2" "$2 did not connect" "$WORK/$2.log"
-}
-stop_unit() { stop_clean "$UNIT_PID" "tracegate-perf as nobody"; }
-UNIT_CHECKED=no
-if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
-  as_unit +perfmon,+sys_ptrace,+syslog perf-unit
-  sed 's/duration_ms: 3000/duration_ms: 2000/' "$WORK/perf.pbtxt" >"$WORK/unit.pbtxt"
-  record_with "$WORK/perfwork" "$WORK/unit.pbtxt" "$UNIT_TRACE" "$WORK/unit-record.log"
-  stop_unit
-  ! grep -q 'TG-800' "$WORK/perf-unit.log" ||
-    die "tracegate-perf as its unit refused: $(cat "$WORK/perf-unit.log")"
-  as_unit +sys_ptrace,+syslog perf-noperfmon
-  refused ''
-  stop_unit
-  grep -q 'TG-8002.*CAP_PERFMON' "$WORK/perf-noperfmon.log" ||
-    die "without CAP_PERFMON: no TG-8002 naming it: $(cat "$WORK/perf-noperfmon.log")"
-  UNIT_CHECKED=yes
-else
-  say "the unit's privileges are not checked here (needs root and setpriv)"
-fi
+# As its unit runs it (another user, three capabilities): test_perf_unit.
 cleanup
 [ "$(grep -c 'TG-800[12]' "$WORK/perf.log")" -le 2 ] ||
   die "tracegate-perf refused the main session: $(cat "$WORK/perf.log")"
@@ -279,12 +250,4 @@ fi
 TRACE=$LOSS_TRACE
 lost=$(q "select sum(value) from stats where name = 'perf_cpu_lost_records'")
 [ "${lost:-0}" -gt 0 ] || die "no perf_cpu_lost_records in the trace of a lossy ring"
-if [ "$UNIT_CHECKED" = yes ]; then
-  TRACE=$UNIT_TRACE
-  named=$(q "select count(*) from stack_profile_frame where name = 'func_b'")
-  [ "${named:-0}" -gt 0 ] || die "as its unit: the workload's frames are not named"
-  bad=$(q "select name || '=' || value from stats where value > 0 and
-           (severity in ('error', 'data_loss') or name like 'stackprofile%')")
-  [ -z "$bad" ] || die "as its unit: trace_processor stats: $bad"
-fi
 say "ok: $samples samples, $frames frames"

@@ -28,9 +28,6 @@
 #               stat perf_chosen_process_shard) only; the other workload's
 #               samples kept with no callstack (PROFILER_SKIP_NOT_IN_SCOPE)
 #               and no stat.
-#   the unit    as nobody with the unit's three capabilities (root and
-#               setpriv only): tracefs is root's, so a tracepoint is
-#               refused with TG-8001 naming it; polling works.
 #
 # Skipped (exit 77), with the reason, where perf_event_open is refused,
 # without a C compiler, and without PERFETTO_BIN. The tracepoint part is
@@ -96,17 +93,6 @@ stop_workloads() {
 }
 
 NCPU=$(getconf _NPROCESSORS_CONF)
-
-# Writes $WORK/$1.pbtxt: a 1.5 s session of linux.perf whose
-# perf_event_config holds the lines read from stdin.
-perf_cfg() {
-  {
-    printf 'buffers { size_kb: 16384 }\nduration_ms: 1500\ndata_sources {\n'
-    printf '  config {\n    name: "linux.perf"\n    perf_event_config {\n'
-    cat
-    printf '    }\n  }\n}\n'
-  } >"$WORK/$1.pbtxt"
-}
 
 # --- tracepoint timebase ------------------------------------------------------
 TRACEFS=/sys/kernel/tracing
@@ -341,33 +327,5 @@ say "sharding: shard $chosen of 2: $nin callstacks of pid $IN; pid $OUT's $kept 
 
 stop_clean "$PERF_PID" tracegate-perf "$WORK/perf.log"
 
-# --- as its unit runs it ----------------------------------------------------------
-# nobody with CAP_PERFMON, CAP_SYS_PTRACE and CAP_SYSLOG only: tracefs is
-# root's, so a tracepoint is refused saying so (TG-8001, named); polling
-# counters needs no more than the unit has.
-if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1 &&
-   [ -f "$WORK/unknown.pbtxt" ] && [ -e /sys/kernel/tracing/events ] &&
-   ! setpriv --reuid=65534 --regid=65534 --clear-groups \
-       test -r /sys/kernel/tracing/events/sched/sched_switch/id 2>/dev/null; then
-  start_as_nobody +perfmon,+sys_ptrace,+syslog "$WORK/unit.log" \
-    "$BUILD_DIR/agent/perf/tracegate-perf" --socket "$P" --name perf-unit
-  wait_registered "$C" perf-unit "perf-unit did not connect" "$WORK/unit.log"
-  sed 's/name: "sched:no_such_event"/name: "sched:sched_switch"/' \
-    "$WORK/unknown.pbtxt" >"$WORK/unit-tp.pbtxt"
-  st=0
-  "$TGCLI" record --socket "$C" -c "$WORK/unit-tp.pbtxt" --txt \
-    -o "$WORK/unit-tp.pftrace" 2>"$WORK/unit-tp.log" || st=$?
-  [ "$st" = 4 ] || die "as the unit, a tracepoint: tracegate record exited $st, not 4"
-  grep -q 'TG-8001.*sched:sched_switch' "$WORK/unit.log" ||
-    die "as the unit, a tracepoint was not refused with TG-8001: $(cat "$WORK/unit.log")"
-  TRACE=$WORK/unit-poll.pftrace
-  record "$WORK/poll.pbtxt" "$TRACE" "$WORK/unit-poll.log"
-  cpus=$(q "select count(distinct t.cpu) from counter c join perf_counter_track t
-            on c.track_id = t.id where t.name = 'context-switches'")
-  [ "$cpus" = "$NCPU" ] || die "as the unit, polling: read on $cpus CPUs of $NCPU"
-  stop_clean "$NOBODY_PID" "tracegate-perf as nobody" "$WORK/unit.log"
-  say "as the unit: tracepoints refused (tracefs), polling read"
-else
-  say "the unit's privileges are not checked here (needs root, setpriv, a root-only tracefs)"
-fi
+# As its unit runs it (another user, three capabilities): test_perf_unit.
 say PASSED

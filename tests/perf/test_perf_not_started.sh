@@ -8,8 +8,8 @@
 # With PERFETTO_BIN, trace_processor imports the trace without an error
 # and lists the data source in its metadata (slow_start_data_source).
 #
-# Skipped (exit 77), with the reason, when not root or without setpriv
-# (the capabilities cannot be dropped), and when tracegate-perf as nobody
+# Skipped (exit 77), with the reason, when it cannot run a program as
+# another user (tests/support/other_user.sh), and when tracegate-perf as nobody
 # would be allowed to sample anyway (perf_event_paranoid below 2 lets an
 # unprivileged user open cpu-clock on its own processes, not all CPUs, so
 # the session is still refused; only a kernel with paranoid -1 would
@@ -21,28 +21,20 @@ set -eu
 PERF_TEST=test_perf_not_started
 . "$(dirname "$0")/perf_lib.sh"
 
-[ "$(id -u)" = 0 ] || { say "SKIPPED: not root: the capabilities cannot be dropped"; exit 77; }
-command -v setpriv >/dev/null 2>&1 || { say "SKIPPED: no setpriv"; exit 77; }
+other_user_or_skip "$PERF_TEST"
 paranoid=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo 2)
 [ "$paranoid" != -1 ] || {
   say "SKIPPED: perf_event_paranoid is -1: anyone may sample every CPU"; exit 77; }
 
 fresh_work
-# nobody must reach the binary and the producer socket, wherever the
-# checkout is (a directory only root can enter would make the producer fail
-# to start rather than refuse the session): both go to a directory of
-# their own under /tmp.
-SOCKS=$(mktemp -d /tmp/tg_perf_ns.XXXXXX)
-chmod 0755 "$SOCKS"
-BIN=$SOCKS
-cp "$BUILD_DIR/agent/perf/tracegate-perf" "$BIN/"
-chmod 0755 "$BIN/tracegate-perf"
-
-P=$SOCKS/p.sock
-C=$SOCKS/c.sock
+# The other user reaches the producer socket in OTHER_DIR
+# (tests/support/other_user.sh), wherever the checkout is.
+other_user_dir perf-ns || die "no directory for the other user"
+P=$OTHER_DIR/p.sock
+C=$OTHER_DIR/c.sock
 start_tracegated "$P" "$C" "$WORK/tracegated.log" tracegated
 # As deploy/systemd/tracegate-perf.service.in, less CAP_PERFMON.
-start_as_nobody +sys_ptrace,+syslog "$WORK/perf.log" "$BIN/tracegate-perf" --socket "$P"
+start_perf_as_unit +sys_ptrace,+syslog "$WORK/perf.log" --socket "$P"
 wait_registered "$C" linux.perf "linux.perf was not registered" "$WORK/perf.log"
 
 cat >"$WORK/perf.pbtxt" <<'CFG'

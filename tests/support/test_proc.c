@@ -21,6 +21,10 @@
 #error "TG_CERTS_TOOL must name deploy/certs/tg-certs"
 #endif
 
+/* What tg_test_mkdtemp names its directories: the only ones the other user
+ * is let into (tg_test_other_user_dir). */
+#define MKDTEMP_PREFIX "/tmp/tg-test-"
+
 int64_t tg_test_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -180,7 +184,7 @@ int tg_test_exit_code(int status) {
 }
 
 int tg_test_mkdtemp(char *out, size_t cap, const char *tag) {
-  int n = snprintf(out, cap, "/tmp/tg-test-%s-XXXXXX", tag);
+  int n = snprintf(out, cap, MKDTEMP_PREFIX "%s-XXXXXX", tag);
   if (n < 0 || (size_t)n >= cap) return -ENAMETOOLONG;
   return mkdtemp(out) ? 0 : -errno;
 }
@@ -316,6 +320,11 @@ int tg_test_tp_answer(const char *path, const char *sql, char *out,
 
 int tg_test_copy_program(const char *src, const char *dir, char *out,
                          size_t cap) {
+  if (strncmp(dir, MKDTEMP_PREFIX, strlen(MKDTEMP_PREFIX)) != 0) {
+    fprintf(stderr, "other user: %s is not a directory tg_test_mkdtemp "
+            "made: no program is copied there\n", dir);
+    return -EINVAL;
+  }
   const char *base = strrchr(src, '/');
   base = base ? base + 1 : src;
   int n = snprintf(out, cap, "%s/%s", dir, base);
@@ -355,6 +364,41 @@ int tg_test_copy_program(const char *src, const char *dir, char *out,
   if (close(fd) != 0 && !err) err = -errno;
   if (err) unlink(out);
   return err;
+}
+
+const char *tg_test_other_user_unavailable(void) {
+  static bool known;
+  static const char *why;
+  static char buf[160];
+  if (known) return why;
+  known = true;
+  if (geteuid() != 0) {
+    snprintf(buf, sizeof(buf), "not root (uid %u)", (unsigned)geteuid());
+    return why = buf;
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    snprintf(buf, sizeof(buf), "fork: %s", strerror(errno));
+    return why = buf;
+  }
+  if (pid == 0) _exit(tg_test_become_nobody() == 0 ? 0 : 1);
+  int st = 0;
+  if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    snprintf(buf, sizeof(buf), "a child could not become uid %d",
+             TG_TEST_NOBODY);
+    return why = buf;
+  }
+  return why = NULL;
+}
+
+int tg_test_other_user_dir(const char *dir, mode_t mode) {
+  if (strncmp(dir, MKDTEMP_PREFIX, strlen(MKDTEMP_PREFIX)) != 0 ||
+      strstr(dir, "/..") != NULL) {
+    fprintf(stderr, "other user: %s is not a directory tg_test_mkdtemp "
+            "made: refused\n", dir);
+    return -EINVAL;
+  }
+  return chmod(dir, mode) == 0 ? 0 : -errno;
 }
 
 int tg_test_become_nobody(void) {

@@ -77,16 +77,44 @@ int tg_test_mkdtemp(char *out, size_t cap, const char *tag);
  * of the first failure; a missing |path| is not an error. */
 int tg_test_rm_rf(const char *path);
 
+/* Running something as another user: the one way the C tests do it (the
+ * shell tests' twin is tests/support/other_user.sh, with the same rules).
+ *
+ * The checkout and its build tree may lie below a directory only root can
+ * enter (a clone in /root or in a `mktemp -d`), so nothing the other user
+ * must reach (sockets, programs, work files) may be there: it goes into a
+ * directory the test made with tg_test_mkdtemp under /tmp, opened with
+ * tg_test_other_user_dir, and programs are copied into it
+ * (tg_test_copy_program). A test that cannot become another user here says
+ * so and is skipped (TG_TEST_REQUIRE_OTHER_USER), never passed. */
+
 /* The uid and gid tests use as "another user". */
 #define TG_TEST_NOBODY 65534
+/* NULL when this process can run a child as TG_TEST_NOBODY (it is root,
+ * and a forked child could become that uid); else why not, a static
+ * string. The answer is computed once. */
+const char *tg_test_other_user_unavailable(void);
+/* In a cmocka test: skips it, printing the reason, unless a child can run
+ * as another user here. */
+#define TG_TEST_REQUIRE_OTHER_USER()                                    \
+  do {                                                                  \
+    const char *why_ = tg_test_other_user_unavailable();                \
+    if (why_) {                                                         \
+      print_message("skipped: cannot run as another user: %s\n", why_); \
+      skip();                                                           \
+    }                                                                   \
+  } while (0)
+/* Opens |dir|, a directory tg_test_mkdtemp made, to the other user with
+ * |mode| (0711 to reach a path inside, 0755 to list it too); root keeps
+ * owning it. Returns 0, -EINVAL for a directory tg_test_mkdtemp did not
+ * make (a checkout's or build tree's), or -errno. */
+int tg_test_other_user_dir(const char *dir, mode_t mode);
 /* Becomes nobody (uid and gid TG_TEST_NOBODY, no supplementary groups):
  * for a forked child of a test running as root. Returns 0 or -errno. */
 int tg_test_become_nobody(void);
 /* Copies the program at |src| to |dir|/<its base name>, mode 0755, and
- * writes that path into |out|: what a child that becomes nobody executes,
- * since the build tree may lie where only root can enter (a checkout under
- * /root, a mkdtemp directory). |dir| must be one nobody can reach. Returns
- * 0 or -errno. */
+ * writes that path into |out|: what a child that becomes nobody executes.
+ * |dir| is one tg_test_other_user_dir opened. Returns 0 or -errno. */
 int tg_test_copy_program(const char *src, const char *dir, char *out,
                          size_t cap);
 
