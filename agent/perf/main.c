@@ -5,8 +5,14 @@
  * CAP_SYSLOG) the other producers must not have. The program is
  * tg__producer_main (agent/tool_setup.h) around the data source of
  * perf_ds.c. */
+#include <errno.h>
+
+#include "agent/perf/perf_confine.h"
 #include "agent/perf/perf_ds.h"
 #include "agent/tool_setup.h"
+#include "common/log.h"
+#include "common/notice.h"
+#include "tracegate/error.h"
 
 static const char about[] =
     "The CPU profiler producer: data source linux.perf (Perfetto's "
@@ -20,9 +26,32 @@ static const char about[] =
 static const tg_prog_t prog = {
     .name = "tracegate-perf", .synopsis = "[options]", .about = about};
 
+/* Before any thread and before the first file a user controls is read:
+ * the profiler gives up reaching into other processes and writing files
+ * (perf_confine.h). Without the seccomp filter it does not run; without
+ * Landlock it says so and runs. */
+static int confine(void) {
+  tg_perf_confine_t c;
+  int rv = tg_perf_confine(&c);
+  if (!c.seccomp) {
+    TG_ERROR("%s seccomp: %s", TG_NOTE(PERF_CONFINE_FAILED), tg_strerror(rv));
+    return rv < 0 ? rv : -EPERM;
+  }
+  if (!c.landlock)
+    TG_WARN("%s landlock: %s", TG_NOTE(PERF_LANDLOCK_MISSING),
+            tg_strerror(c.landlock_abi < 0 ? c.landlock_abi : rv));
+  else
+    TG_INFO("%s landlock abi %d", TG_NOTE(PERF_CONFINED), c.landlock_abi);
+  return 0;
+}
+
 /* The data source's state outlives the agent: tg__producer_main frees it
  * after tg_agent_shutdown() stopped every instance. */
-static int start(void *ctx) { return tg_perf_ds_new((tg_perf_ds_t **)ctx); }
+static int start(void *ctx) {
+  int rv = confine();
+  if (rv < 0) return rv;
+  return tg_perf_ds_new((tg_perf_ds_t **)ctx);
+}
 
 static void stop(void *ctx) { tg_perf_ds_free(*(tg_perf_ds_t **)ctx); }
 
