@@ -11,12 +11,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/printable.h"
+#include "common/sandbox.h"
 
 /* What is kept of trace processor's standard error: its error comes after
  * the progress lines, and a longer output is a crash's dump. */
@@ -24,6 +28,7 @@
 #define LINE_MAX_ 400
 /* The child's own word that exec failed, on its standard error. */
 #define EXEC_FAILED "tracegate: exec of the trace processor failed\n"
+#define SANDBOX_FAILED "tracegate: the trace processor's sandbox failed\n"
 
 const char *tg_tp_failure_name(tg_tp_failure_t f) {
   switch (f) {
@@ -110,14 +115,23 @@ static bool said_out_of_memory(const char *err, size_t n) {
          memmem(err, n, "out of memory", 13);
 }
 
+/* The trace as trace processor opens it: the read end of a pipe the
+ * feeder fills, at this descriptor. */
+#define TRACE_FD 3
+#define TRACE_PATH "/proc/self/fd/3"
+/* All the child's environment: no secret the caller holds (S3 keys come
+ * from the environment) reaches it. */
+static char *const child_env[] = {"PATH=/usr/bin:/bin", "LC_ALL=C", NULL};
+
 /* In the child: async-signal-safe calls only, then exec. */
-static void exec_tp(const char *tp, char *const argv[], uint64_t memory,
-                    int err_fd, int null_fd) {
+static void exec_tp(const char *tp, char *const argv[], const tg_tp_limits_t *lim,
+                    bool drop_uid, const tg_sandbox_t *sb, int err_fd,
+                    int null_fd, int trace_fd) {
   setpgid(0, 0);
   struct rlimit core = {0, 0};
   setrlimit(RLIMIT_CORE, &core);
-  if (memory) {
-    struct rlimit as = {(rlim_t)memory, (rlim_t)memory};
+  if (lim->memory) {
+    struct rlimit as = {(rlim_t)lim->memory, (rlim_t)lim->memory};
     setrlimit(RLIMIT_AS, &as);
   }
   if (null_fd >= 0) {
@@ -125,13 +139,45 @@ static void exec_tp(const char *tp, char *const argv[], uint64_t memory,
     dup2(null_fd, STDOUT_FILENO);
   }
   dup2(err_fd, STDERR_FILENO);
-  if (strchr(tp, '/'))
-    execv(tp, argv);
-  else
-    execvp(tp, argv);
+  /* dup2 leaves the copy without FD_CLOEXEC: it crosses the exec. */
+  if (dup2(trace_fd, TRACE_FD) != TRACE_FD) _exit(127);
+  /* Raw calls: this thread is the process's only one, and libc's set*id
+   * wrappers are not async-signal-safe. */
+  if (drop_uid &&
+      (syscall(SYS_setgroups, 0, NULL) != 0 ||
+       syscall(SYS_setresgid, TG_TP_NOBODY, TG_TP_NOBODY, TG_TP_NOBODY) != 0 ||
+       syscall(SYS_setresuid, TG_TP_NOBODY, TG_TP_NOBODY, TG_TP_NOBODY) != 0)) {
+    ssize_t w = write(STDERR_FILENO, SANDBOX_FAILED, sizeof(SANDBOX_FAILED) - 1);
+    (void)w;
+    _exit(127);
+  }
+  if (tg_sandbox_enter(sb, NULL) != 0) {
+    ssize_t w = write(STDERR_FILENO, SANDBOX_FAILED, sizeof(SANDBOX_FAILED) - 1);
+    (void)w;
+    _exit(127);
+  }
+  execve(tp, argv, child_env);
   ssize_t w = write(STDERR_FILENO, EXEC_FAILED, sizeof(EXEC_FAILED) - 1);
   (void)w;
   _exit(127);
+}
+
+/* The feeder: copies the trace into the pipe, then ends; a reader gone
+ * (SIGPIPE, EPIPE) ends it too. Async-signal-safe. */
+static void feed(pid_t group, int in, int out) {
+  setpgid(0, group);
+  static char buf[64u << 10];
+  for (;;) {
+    ssize_t got = read(in, buf, sizeof(buf));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) _exit(got == 0 ? 0 : 1);
+    for (ssize_t off = 0; off < got;) {
+      ssize_t w = write(out, buf + off, (size_t)(got - off));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) _exit(1);
+      off += w;
+    }
+  }
 }
 
 static void not_run(tg_tp_verdict_t *v, const char *what, const char *tp,
@@ -142,37 +188,135 @@ static void not_run(tg_tp_verdict_t *v, const char *what, const char *tp,
   tg_printable(v->why, sizeof(v->why), raw);
 }
 
-void tg_tp_import(const char *tp, const char *trace, const tg_tp_limits_t *lim,
+/* |tp| as an absolute path without links into |out|: a name is looked up
+ * on PATH first. The child runs it by this path, so that it needs to
+ * reach no directory the caller's path went through (a checkout under a
+ * directory only the caller may enter) and Landlock can allow its
+ * directory. Returns 0 or -errno. */
+static int resolve_tp(const char *tp, char *out) {
+  if (strchr(tp, '/')) return realpath(tp, out) ? 0 : -errno;
+  const char *path = getenv("PATH");
+  if (!path) path = "/usr/bin:/bin";
+  while (*path) {
+    const char *end = strchr(path, ':');
+    size_t n = end ? (size_t)(end - path) : strlen(path);
+    char cand[PATH_MAX];
+    if (n > 0 && n + 1 + strlen(tp) < sizeof(cand)) {
+      memcpy(cand, path, n);
+      cand[n] = '/';
+      strcpy(cand + n + 1, tp);
+      if (access(cand, X_OK) == 0 && realpath(cand, out)) return 0;
+    }
+    path += n;
+    if (*path == ':') path++;
+  }
+  return -ENOENT;
+}
+
+/* What the child may read and run: the system's libraries and programs
+ * (a stand-in or a wrapper may be a script) and trace processor's own
+ * directory; nothing else (the caller's keys, its store, other hosts'
+ * files). No file system write anywhere, no socket, no signal or ptrace
+ * outside itself (docs/security.md, "The snapshot check"). */
+static int prepare_sandbox(tg_sandbox_t *sb, const char *tp_dir) {
+  const char *const read_beneath[] = {
+      tp_dir, "/usr", "/lib", "/lib64", "/bin", "/etc/ld.so.cache",
+      "/dev/null", "/dev/urandom", NULL};
+  static const uint32_t deny[] = {
+      SYS_socket,          SYS_socketpair, SYS_ptrace, SYS_process_vm_readv,
+      SYS_process_vm_writev, SYS_kcmp,
+#ifdef SYS_pidfd_getfd
+      SYS_pidfd_getfd,
+#endif
+  };
+  const tg_sandbox_spec_t spec = {.read_beneath = read_beneath,
+                                  .scope_signals = true,
+                                  .deny = deny,
+                                  .n_deny = sizeof(deny) / sizeof(deny[0])};
+  return tg_sandbox_prepare(sb, &spec);
+}
+
+void tg_tp_import(const char *tp_arg, const char *trace, const tg_tp_limits_t *lim,
                   tg_tp_verdict_t *v) {
   memset(v, 0, sizeof(*v));
-  if (strchr(tp, '/') && access(tp, X_OK) != 0) {
-    not_run(v, "not an executable", tp, errno);
+  char tp[PATH_MAX];
+  int rv = resolve_tp(tp_arg, tp);
+  if (rv < 0) {
+    not_run(v, "not found", tp_arg, -rv);
+    return;
+  }
+  if (access(tp, X_OK) != 0) {
+    not_run(v, "not an executable", tp_arg, errno);
+    return;
+  }
+  /* Opened here, as the caller: the child reads it through the feeder's
+   * pipe and needs no access to the file or its directory. */
+  int trace_fd = open(trace, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  struct stat st;
+  if (trace_fd < 0 || fstat(trace_fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    int e = trace_fd < 0 ? errno : EINVAL;
+    if (trace_fd >= 0) close(trace_fd);
+    not_run(v, "the trace is not a readable regular file", trace, e);
+    return;
+  }
+  char tp_dir[PATH_MAX];
+  snprintf(tp_dir, sizeof(tp_dir), "%s", tp);
+  *strrchr(tp_dir, '/') = 0;
+  if (!tp_dir[0]) snprintf(tp_dir, sizeof(tp_dir), "/");
+  tg_sandbox_t sb;
+  if ((rv = prepare_sandbox(&sb, tp_dir)) < 0) {
+    close(trace_fd);
+    not_run(v, "sandbox", tp_arg, -rv);
     return;
   }
   char *err = malloc(STDERR_KEEP);
-  int p[2];
+  int p[2], data[2] = {-1, -1};
   if (!err) {
-    not_run(v, "out of memory", tp, ENOMEM);
-    return;
+    not_run(v, "out of memory", tp_arg, ENOMEM);
+    goto out_trace;
   }
   if (pipe2(p, O_CLOEXEC) < 0) {
-    not_run(v, "pipe", tp, errno);
+    not_run(v, "pipe", tp_arg, errno);
     free(err);
-    return;
+    goto out_trace;
+  }
+  /* Only root can change its uid; another caller's child keeps it. */
+  bool drop_uid = lim->as_nobody && geteuid() == 0;
+  /* The child reopens the pipe by its /proc path, as its owner. */
+  if (pipe2(data, O_CLOEXEC) < 0 ||
+      (drop_uid && fchown(data[0], TG_TP_NOBODY, TG_TP_NOBODY) != 0)) {
+    not_run(v, "pipe", tp_arg, errno);
+    free(err);
+    close(p[0]);
+    close(p[1]);
+    if (data[0] >= 0) {
+      close(data[0]);
+      close(data[1]);
+    }
+    goto out_trace;
   }
   int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-  char *const argv[] = {(char *)tp, "-Q", "select 1", (char *)trace, NULL};
+  char *const argv[] = {tp, "-Q", "select 1", TRACE_PATH, NULL};
   pid_t pid = fork();
-  if (pid == 0) exec_tp(tp, argv, lim->memory, p[1], null_fd);
+  if (pid == 0) exec_tp(tp, argv, lim, drop_uid, &sb, p[1], null_fd, data[0]);
   int fork_err = errno;
   close(p[1]);
+  close(data[0]);
   if (null_fd >= 0) close(null_fd);
+  pid_t feeder = -1;
+  if (pid > 0) {
+    setpgid(pid, pid); /* before the feeder joins the group */
+    feeder = fork();
+    if (feeder == 0) feed(pid, trace_fd, data[1]);
+  }
+  close(data[1]);
   if (pid < 0) {
     close(p[0]);
-    not_run(v, "fork", tp, fork_err);
+    not_run(v, "fork", tp_arg, fork_err);
     free(err);
-    return;
+    goto out_trace;
   }
+  if (feeder > 0) setpgid(feeder, pid);
   setpgid(pid, pid); /* also the child's: whichever runs first */
   if (lim->running_pid) atomic_store(lim->running_pid, (int)pid);
   size_t n = 0;
@@ -188,8 +332,8 @@ void tg_tp_import(const char *tp, const char *trace, const tg_tp_limits_t *lim,
     if (open_) {
       struct pollfd pf = {p[0], POLLIN, 0};
       uint64_t left = deadline - t;
-      int rv = poll(&pf, 1, left > 200 ? 200 : (int)left);
-      if (rv > 0) {
+      int ready = poll(&pf, 1, left > 200 ? 200 : (int)left);
+      if (ready > 0) {
         char buf[4096];
         ssize_t got = read(p[0], buf, sizeof(buf));
         if (got > 0) {
@@ -226,6 +370,12 @@ void tg_tp_import(const char *tp, const char *trace, const tg_tp_limits_t *lim,
   if (lim->running_pid) atomic_store(lim->running_pid, 0);
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  /* The feeder ends with its reader, or was killed with the group. */
+  if (feeder > 0) {
+    kill(feeder, SIGKILL);
+    while (waitpid(feeder, NULL, 0) < 0 && errno == EINTR) {
+    }
+  }
   close(p[0]);
   char line[LINE_MAX_], raw[TG_TP_WHY_MAX];
   if (timed_out) {
@@ -236,7 +386,13 @@ void tg_tp_import(const char *tp, const char *trace, const tg_tp_limits_t *lim,
     v->failure = TG_TP_OK;
   } else if (WIFEXITED(status) && WEXITSTATUS(status) == 127 &&
              memmem(err, n, EXEC_FAILED, sizeof(EXEC_FAILED) - 1)) {
-    not_run(v, "exec failed", tp, ENOENT);
+    not_run(v, drop_uid ? "exec failed (as uid 65534: can it read the "
+                                "program and every directory above it?)"
+                              : "exec failed",
+            tp_arg, EACCES);
+  } else if (WIFEXITED(status) && WEXITSTATUS(status) == 127 &&
+             memmem(err, n, SANDBOX_FAILED, sizeof(SANDBOX_FAILED) - 1)) {
+    not_run(v, "its sandbox could not be entered", tp_arg, EPERM);
   } else {
     tg_tp_why_of(err, n, line, sizeof(line));
     if (said_out_of_memory(err, n)) {
@@ -254,4 +410,7 @@ void tg_tp_import(const char *tp, const char *trace, const tg_tp_limits_t *lim,
     tg_printable(v->why, sizeof(v->why), raw);
   }
   free(err);
+out_trace:
+  tg_sandbox_release(&sb);
+  close(trace_fd);
 }

@@ -5,19 +5,31 @@
  * import_check.c) both ask it whether a file, or one host's part of it,
  * imports.
  *
- * The child runs `TP -Q "select 1" TRACE` in a process group of its own,
- * with no core files, standard input and output on /dev/null, under an
- * address-space limit (setrlimit RLIMIT_AS: a hostile file can make trace
- * processor ask for gigabytes) and a wall-clock deadline after which the
- * group is killed. Its standard error is read, bounded, for the one line
- * that says why. Between fork and exec the child calls only
+ * The child runs `TP -Q "select 1" /proc/self/fd/3` in a process group of
+ * its own, with no core files, standard input and output on /dev/null,
+ * under an address-space limit (setrlimit RLIMIT_AS: a hostile file can
+ * make trace processor ask for gigabytes) and a wall-clock deadline after
+ * which the group is killed. Its standard error is read, bounded, for the
+ * one line that says why. Between fork and exec the child calls only
  * async-signal-safe functions, so a threaded caller may use it from any
  * thread; it blocks that thread until the import ends.
+ *
+ * The file is hostile, so the child holds nothing worth taking
+ * (docs/security.md, "The snapshot check"): the caller opens the trace,
+ * and a feeder process copies it into a pipe the child reads (descriptor
+ * 3), so the child needs no access to the file or the store around it; its
+ * environment is PATH and LC_ALL alone (no secret the caller got from its
+ * environment); common/sandbox confines it before exec: it may read and
+ * run only the system's directories and trace processor's own, write
+ * nothing, open no socket (no network), signal or trace nothing outside
+ * itself. With |as_nobody| and a root caller it also runs as uid and gid
+ * TG_TP_NOBODY, without groups.
  */
 #ifndef TRACEGATE_COMMON_TP_IMPORT_H
 #define TRACEGATE_COMMON_TP_IMPORT_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -52,10 +64,19 @@ typedef struct tg_tp_limits {
    * that another thread may kill(-pid, SIGKILL) it (a stopping daemon)
    * without hitting a reused pid. */
   _Atomic int *running_pid;
+  /* Run as TG_TP_NOBODY when the caller is root (a daemon's check); the
+   * program must then be readable by that user, every directory above it
+   * too. A caller that is not root keeps its uid (it cannot change it):
+   * the sandbox alone keeps the child from its files. */
+  bool as_nobody;
 } tg_tp_limits_t;
 
-/* Imports |trace| into |tp| (a path, or a name looked up on PATH). Always
- * fills *v. */
+#define TG_TP_NOBODY 65534
+
+/* Imports |trace| (a regular file the caller can read) into |tp| (a path,
+ * or a name looked up on PATH). Always fills *v; a trace that is not a
+ * readable regular file, a program not found and a sandbox that cannot be
+ * made are TG_TP_NOT_RUN. */
 void tg_tp_import(const char *tp, const char *trace, const tg_tp_limits_t *lim,
                   tg_tp_verdict_t *v);
 

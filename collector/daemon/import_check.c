@@ -313,6 +313,9 @@ static void start_next(coll_t *c) {
     j->lim.timeout_ms = (uint64_t)c->cfg.check_timeout_ms;
     j->lim.memory = c->cfg.check_memory;
     j->lim.running_pid = &q->pid;
+    /* The file is a hostile host's: as root, the check runs as nobody
+     * too, beside its sandbox (tp_import.h). */
+    j->lim.as_nobody = true;
     j->stop = &q->stop;
     j->work.data = j;
     q->running = j;

@@ -320,8 +320,12 @@ static size_t wait_problems(const collector_t *c, const char *id,
  * the host whose part fails (and only there), for the API and the page. */
 static void the_collector_records_the_host_that_fails(void **state) {
   (void)state;
-  char tp[512], extra[700];
-  snprintf(tp, sizeof(tp), "%s", fleet_in_dir("fake_tp.sh"));
+  char tp[512], extra[700], tp_dir[256];
+  /* The check runs as another user (tp_import.h): its program lies in a
+   * directory that user may enter. */
+  assert_int_equal(tg_test_mkdtemp(tp_dir, sizeof(tp_dir), "faketp"), 0);
+  assert_int_equal(tg_test_other_user_dir(tp_dir, 0755), 0);
+  snprintf(tp, sizeof(tp), "%s/fake_tp.sh", tp_dir);
   fake_tp(tp, "spoilB");
   snprintf(extra, sizeof(extra), "check_trace_processor = %s\n"
            "check_timeout = 60s\ncheck_memory = 1G\n", tp);
@@ -350,6 +354,7 @@ static void the_collector_records_the_host_that_fails(void **state) {
   collector_stop(&c);
   fleet_host_stop(&h[0]);
   fleet_host_stop(&h[1]);
+  tg_test_rm_rf(tp_dir);
 }
 
 int main(void) {
