@@ -16,6 +16,9 @@
 #define ATTR_TRACEPOINT 2
 #define ATTR_HW_CACHE 3
 #define ATTR_RAW 4
+#define RAW_TYPE_REFUSED(where)                                              \
+  where ".raw_event.type: only 0 (hardware), 1 (software), 3 (hardware "     \
+        "cache) or 4 (raw); a tracepoint is named in " where ".tracepoint"
 /* BuiltinClock */
 #define BUILTIN_REALTIME 1
 #define BUILTIN_MONOTONIC 3
@@ -151,10 +154,24 @@ static int set_tracepoint(tg_perf_event_t *ev,
   return 0;
 }
 
-static void set_raw(tg_perf_event_t *ev,
+/* The perf_event_attr types a raw event may name (docs/perf.md): the
+ * generic hardware, software, cache and CPU-PMU-raw counters. Not
+ * PERF_TYPE_TRACEPOINT, which would open a tracepoint by id past the
+ * tracefs lookup by name that decides which tracepoints this producer may
+ * see; not breakpoints (5), nor the dynamic PMUs (6 and up: kprobes,
+ * uprobes, msr, ...), whose numbers differ from host to host. */
+static bool raw_type_ok(uint32_t type) {
+  return type == ATTR_HARDWARE || type == ATTR_SOFTWARE ||
+         type == ATTR_HW_CACHE || type == ATTR_RAW;
+}
+
+/* Returns false (|ev| half filled) when the type is not one of
+ * raw_type_ok's. */
+static bool set_raw(tg_perf_event_t *ev,
                     const Perfetto__Protos__PerfEvents__RawEvent *raw) {
   ev->kind = TG_PERF_EVENT_RAW;
-  if (!raw) return;
+  if (!raw) return true;
+  if (!raw_type_ok(raw->type)) return false;
   ev->attr_type = raw->type;
   ev->attr_config = raw->config;
   ev->attr_config1 = raw->config1;
@@ -164,6 +181,7 @@ static void set_raw(tg_perf_event_t *ev,
   ev->exclude_hv = raw->has_exclude_hv && raw->exclude_hv;
   ev->hardware = raw->type == ATTR_HARDWARE || raw->type == ATTR_HW_CACHE ||
                  raw->type == ATTR_RAW;
+  return true;
 }
 
 static bool set_counter(tg_perf_event_t *ev, uint32_t counter) {
@@ -205,7 +223,10 @@ static int parse_followers(const Perfetto__Protos__PerfEventConfig *p,
         if (out->refused) return 0;
         break;
       case PERFETTO__PROTOS__FOLLOWER_EVENT__EVENT_RAW_EVENT:
-        set_raw(ev, f->raw_event);
+        if (!set_raw(ev, f->raw_event)) {
+          out->refused = RAW_TYPE_REFUSED("followers");
+          return 0;
+        }
         break;
       default:
         /* As traced_perf: an event left unset is the CPU timer. */
@@ -238,7 +259,10 @@ static int parse_perf(const Perfetto__Protos__PerfEventConfig *p,
         if (out->refused) return 0;
         break;
       case PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__EVENT_RAW_EVENT:
-        set_raw(tbe, tb->raw_event);
+        if (!set_raw(tbe, tb->raw_event)) {
+          out->refused = RAW_TYPE_REFUSED("timebase");
+          return 0;
+        }
         break;
       default:
         break;

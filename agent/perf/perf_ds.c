@@ -640,8 +640,13 @@ static uint64_t ip_at(const uint8_t *ips, size_t i) {
 static long chain_frames(session_t *s, uint32_t pid, const uint8_t *ips,
                          uint64_t nr, size_t n) {
   const tg_perf_cfg_t *c = &s->cfg;
+  /* Kernel frames carry no address, as traced_perf writes them: the
+   * function's name (rel_pc 0) under a mapping of no range. An address
+   * would give every reader of the trace the host's KASLR base, named or
+   * not; without kallsyms (no CAP_SYSLOG) the frame is unnamed, one for
+   * all the kernel's functions. */
   static const tg_perf_emit_mapping_t kernel_map = {
-      .start = 0, .end = UINT64_MAX, .path = "[kernel.kallsyms]"};
+      .start = 0, .end = 0, .path = "[kernel.kallsyms]"};
   bool kernel = false, first_in_ctx = true;
   for (uint64_t i = 0; i < nr && n < MAX_FRAMES; i++) {
     uint64_t ip = ip_at(ips, (size_t)i);
@@ -654,8 +659,7 @@ static long chain_frames(session_t *s, uint32_t pid, const uint8_t *ips,
     if (kernel) {
       if (!c->kernel_frames) continue;
       s->maps[n] = kernel_map;
-      s->frames[n] =
-          (tg_perf_emit_frame_t){.mapping = &s->maps[n], .rel_pc = ip};
+      s->frames[n] = (tg_perf_emit_frame_t){.mapping = &s->maps[n]};
       if (s->ksyms)
         s->frames[n].function =
             tg_ksyms_lookup(s->ksyms, ip, &s->frames[n].function_len);

@@ -315,6 +315,8 @@ static int mapping_iid(tg_perf_emitter_t *e, out_t *o,
 
 static int frame_iid(tg_perf_emitter_t *e, out_t *o,
                      const tg_perf_emit_frame_t *f, uint64_t *iid) {
+  /* Keyed by mapping, rel_pc and name: kernel frames are all rel_pc 0
+   * under one mapping (perf_ds.c), told apart by their names alone. */
   uint64_t key[3] = {0, f->rel_pc, 0};
   if (mapping_iid(e, o, f->mapping, &key[0]) < 0) return -ENOMEM;
   size_t flen = !f->function ? 0

@@ -90,6 +90,22 @@ static uint8_t role_of(const char *d, size_t name_start, const char *name) {
   return TG_FTRACE_ROLE_NONE;
 }
 
+/* Whether an unsigned integer field named |name| holds a code address:
+ * the names the kernel's events give the _RET_IP_ / _THIS_IP_ they record
+ * ("unsigned long call_site" of kmem, "ip" of ftrace/print and of ext4's,
+ * "caller_ip" of xfs's...). Declared as integers, not pointers, they would
+ * otherwise be written as they are, and with them the kernel's KASLR
+ * base. */
+static bool is_code_addr_name(const char *name) {
+  static const char *const names[] = {
+      "ip",       "parent_ip", "call_site", "caller", "caller_ip",
+      "ret_ip",   "function",  "func",      "location",
+  };
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    if (strcmp(name, names[i]) == 0) return true;
+  return false;
+}
+
 /* Fills name/kind of |f| from the declaration. Arrays: "type name[N]";
  * dynamic: "__data_loc char[] name". */
 static void classify(const field_line_t *fl, tg_ftrace_field_t *f) {
@@ -150,6 +166,10 @@ static void classify(const field_line_t *fl, tg_ftrace_field_t *f) {
                            fl->size == 8)) {
     f->kind = TG_FTRACE_FIELD_INT;
     if (fl->size >= 4) f->role = role_of(d, name_start, f->name);
+    /* Pointer-sized: 8 bytes, or a long of a 32-bit kernel. */
+    if (!f->is_signed && (fl->size == 8 || contains(d, name_start, "long")) &&
+        fl->size >= 4 && is_code_addr_name(f->name))
+      f->kind = TG_FTRACE_FIELD_SYMADDR;
   }
 }
 

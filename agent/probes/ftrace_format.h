@@ -32,7 +32,9 @@ typedef enum tg_ftrace_field_kind {
   /* A pointer of 4 or 8 bytes ("void *", "struct page *", "char **"...):
    * a kernel address (Perfetto's kFtraceSymAddr32/64 for void *). Never
    * written as is: it would disclose the kernel's layout (KASLR); see
-   * ftrace_kaddr.h. An array of pointers is SKIP. */
+   * ftrace_kaddr.h. An array of pointers is SKIP. An unsigned integer
+   * of pointer size named as a code address (ip, call_site, caller...)
+   * is one too. */
   TG_FTRACE_FIELD_SYMADDR,
   /* A pointer of 4 or 8 bytes to chars ("const char *", "char *"): most
    * often a string constant of the kernel's, named in printk_formats

@@ -114,7 +114,7 @@ static size_t print_rec(uint8_t *out, uint64_t ip, const char *text) {
 }
 
 static size_t irq_rec(uint8_t *out, int16_t irq, const char *name) {
-  uint8_t b[40] = {0};
+  uint8_t b[200] = {0};
   memcpy(b, &irq, 2);
   size_t n = strlen(name) + 1;
   uint32_t loc = (uint32_t)n << 16 | 16u; /* at offset 16 of the record */
@@ -432,21 +432,29 @@ static void plans_write_the_bytes_of_the_reference(void **state) {
     tg_pbw_append_varint(&r->w, 2, 3);
     ref_event_end(r);
 
+    /* print's ip is a kernel address: written as its index (the first of
+     * the table, 1), never as itself, by the general path. */
     rec_data(&p, 2, rec, print_rec(rec, 0xffffffff81234567, "hello marker\n"));
     ref_event(r, ts += 2, 77, 3);
-    tg_pbw_append_varint(&r->w, 1, 0xffffffff81234567);
+    tg_pbw_append_varint(&r->w, 1, 1);
     ref_str(r, 2, "hello marker\n", 64);
     ref_event_end(r);
 
     /* Sizes of 128 or more keep four bytes: a message of 124 bytes in an
-     * event of more, then both over. */
+     * event of more, then both over (print by the general path, an irq
+     * name by its plan). */
     for (size_t len = 110; len <= 150; len += 40) {
       char text[160];
       memset(text, 'm', len);
       text[len] = 0;
       rec_data(&p, 2, rec, print_rec(rec, 0xffffffff81234567, text));
       ref_event(r, ts += 2, 77, 3);
-      tg_pbw_append_varint(&r->w, 1, 0xffffffff81234567);
+      tg_pbw_append_varint(&r->w, 1, 1);
+      ref_str(r, 2, text, sizeof(text));
+      ref_event_end(r);
+      rec_data(&p, 2, rec, irq_rec(rec, 5, text));
+      ref_event(r, ts += 2, 0, 36);
+      tg_pbw_append_int(&r->w, 1, 5);
       ref_str(r, 2, text, sizeof(text));
       ref_event_end(r);
     }
@@ -471,8 +479,8 @@ static void plans_write_the_bytes_of_the_reference(void **state) {
     for (int i = 0; i < 3; i++) {
       tg_pbw_begin_nested(&r->w, 2);
       ref_str(r, 1, names[i], 64);
-      /* A kernel address: the first index of a fresh encoder. */
-      if (i == 0) tg_pbw_append_varint(&r->w, 5, 1);
+      /* A kernel address: the second index (print's ip is the first). */
+      if (i == 0) tg_pbw_append_varint(&r->w, 5, 2);
       if (i == 1) tg_pbw_append_int(&r->w, 4, -2);
       if (i == 2) ref_str(r, 3, "tmr", 16);
       tg_pbw_end_nested(&r->w);
@@ -495,7 +503,7 @@ static void plans_write_the_bytes_of_the_reference(void **state) {
     rec_corrupt(&p);
     page_finish(&p, false);
     size_t n_ref = ref_end(r);
-    check_page(false, &p, r, n_ref, 11, 1, true);
+    check_page(false, &p, r, n_ref, 13, 1, true);
     free(r);
   }
 }

@@ -7,7 +7,9 @@
  *
  * Input: a serialized DataSourceConfig. A config taken must keep its
  * counts within their bounds (followers, pids, patterns), its periods and
- * clock in range; nothing may crash or leak.
+ * clock in range, and a raw event only the perf_event_attr types
+ * docs/perf.md lists (never a tracepoint by id, a breakpoint or a dynamic
+ * PMU); nothing may crash or leak.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -55,6 +57,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!ev->tp_name[sep] || strchr(name, '/') || !strcmp(name, ".") ||
         !strcmp(name, "..") || (sep == 1 && ev->tp_name[0] == '.') ||
         (sep == 2 && !strncmp(ev->tp_name, "..", 2)))
+      abort();
+  }
+  for (size_t i = 0; i <= c.n_followers; i++) {
+    const tg_perf_event_t *ev = i ? &c.followers[i - 1] : &c.timebase;
+    if (ev->kind == TG_PERF_EVENT_RAW &&
+        !(ev->attr_type == PERF_TYPE_HARDWARE ||
+          ev->attr_type == PERF_TYPE_SOFTWARE ||
+          ev->attr_type == PERF_TYPE_HW_CACHE || ev->attr_type == PERF_TYPE_RAW))
       abort();
   }
   struct perf_event_attr a, fa;

@@ -188,6 +188,33 @@ perf_cfg() {
   } >"$WORK/$1.pbtxt"
 }
 
+# Builds the workload (write_workload, frame pointers) as $1/perfwork and
+# starts tracegated on P=$1/p.sock and C=$1/c.sock, its output in
+# $WORK/tracegated.log.
+workload_and_service() {
+  write_workload "$WORK/work.c"
+  "$CC" -O1 -fno-omit-frame-pointer -pthread -o "$1/perfwork" "$WORK/work.c" ||
+    die "cannot build the workload"
+  P=$1/p.sock
+  C=$1/c.sock
+  start_tracegated "$P" "$C" "$WORK/tracegated.log" tracegated
+}
+
+# Writes $WORK/$1.pbtxt: perf_cfg of $2 ms sampling the workload
+# (perfwork) on cpu-clock at 200 Hz, kernel frames and user frames by frame
+# pointer, its ring read every 50 ms.
+workload_cfg() {
+  perf_cfg "$1" "$2" <<'CFG'
+      timebase { frequency: 200 counter: SW_CPU_CLOCK }
+      callstack_sampling {
+        scope { target_cmdline: "perfwork" }
+        kernel_frames: true
+        user_frames: UNWIND_FRAME_POINTER
+      }
+      ring_buffer_read_period_ms: 50
+CFG
+}
+
 # Skips unless PERFETTO_BIN is set ($1: what is then not checked); sets TP.
 need_tp() {
   if [ -z "${PERFETTO_BIN:-}" ]; then

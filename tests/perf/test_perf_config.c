@@ -404,6 +404,57 @@ static void raw_timebase_and_followers_to_attrs(void **state) {
   remove_tracefs();
 }
 
+/* The raw event's perf_event_attr.type of a timebase (|follower| false) or
+ * of a follower: the refusal, "" when accepted. */
+static const char *raw_type_refusal(uint32_t type, bool follower) {
+  static char why[256];
+  cfgs_t c;
+  cfgs_init(&c);
+  Perfetto__Protos__PerfEvents__RawEvent raw;
+  perfetto__protos__perf_events__raw_event__init(&raw);
+  raw.has_type = true, raw.type = type;
+  raw.has_config = true, raw.config = 3;
+  Perfetto__Protos__FollowerEvent f, *fp = &f;
+  perfetto__protos__follower_event__init(&f);
+  if (follower) {
+    f.event_case = PERFETTO__PROTOS__FOLLOWER_EVENT__EVENT_RAW_EVENT;
+    f.raw_event = &raw;
+    c.pc.n_followers = 1;
+    c.pc.followers = &fp;
+  } else {
+    c.pc.timebase = &c.tb;
+    c.tb.event_case = PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__EVENT_RAW_EVENT;
+    c.tb.raw_event = &raw;
+  }
+  tg_perf_cfg_t out;
+  assert_int_equal(parse(&c, &out), 0);
+  why[0] = '\0';
+  if (out.refused) strncat(why, out.refused, sizeof(why) - 1);
+  else assert_int_equal(follower ? out.followers[0].attr_type
+                                 : out.timebase.attr_type, type);
+  tg_perf_cfg_free(&out);
+  return why;
+}
+
+static void raw_event_types_are_the_listed_ones(void **state) {
+  (void)state;
+  for (int fol = 0; fol < 2; fol++) {
+    const char *where = fol ? "followers.raw_event.type" : "timebase.raw_event.type";
+    /* Hardware, software, hardware cache, raw: docs/perf.md's list. */
+    const uint32_t ok[] = {PERF_TYPE_HARDWARE, PERF_TYPE_SOFTWARE,
+                           PERF_TYPE_HW_CACHE, PERF_TYPE_RAW};
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+      assert_string_equal(raw_type_refusal(ok[i], fol), "");
+    /* A tracepoint by id (past tracefs' by-name lookup), a breakpoint, a
+     * dynamic PMU (kprobe, uprobe, msr... are 6 and up) and a type no
+     * kernel has. */
+    const uint32_t no[] = {PERF_TYPE_TRACEPOINT, PERF_TYPE_BREAKPOINT, 6, 8,
+                           UINT32_MAX};
+    for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+      assert_non_null(strstr(raw_type_refusal(no[i], fol), where));
+  }
+}
+
 static void polling_to_attrs(void **state) {
   (void)state;
   cfgs_t c;
@@ -565,6 +616,7 @@ int main(void) {
       cmocka_unit_test(scope_by_pid_and_cmdline),
       cmocka_unit_test(tracepoint_timebase_to_attrs),
       cmocka_unit_test(raw_timebase_and_followers_to_attrs),
+      cmocka_unit_test(raw_event_types_are_the_listed_ones),
       cmocka_unit_test(polling_to_attrs),
       cmocka_unit_test(shards_keep_one_pid_class),
   };

@@ -58,25 +58,9 @@ record_with() {
 }
 
 # --- record -----------------------------------------------------------------
-cat >"$WORK/perf.pbtxt" <<'CFG'
-buffers { size_kb: 16384 }
-duration_ms: 3000
-incremental_state_config { clear_period_ms: 300 }
-data_sources {
-  config {
-    name: "linux.perf"
-    perf_event_config {
-      timebase { frequency: 200 counter: SW_CPU_CLOCK }
-      callstack_sampling {
-        scope { target_cmdline: "perfwork" }
-        kernel_frames: true
-        user_frames: UNWIND_FRAME_POINTER
-      }
-      ring_buffer_read_period_ms: 50
-    }
-  }
-}
-CFG
+workload_cfg perf 3000
+# Interned state cleared every 300 ms: samples after several clears.
+sed -i '2a incremental_state_config { clear_period_ms: 300 }' "$WORK/perf.pbtxt"
 TRACE=$WORK/perf.pftrace
 record_with "$WORK/perfwork" "$WORK/perf.pbtxt" "$TRACE" "$WORK/record.log"
 WORK_PID=$WORKLOAD_PID

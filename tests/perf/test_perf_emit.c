@@ -2,7 +2,8 @@
  * the defaults packet, a sample with its interned data (build id, path
  * components, mapping, function names, frames, callstack root first), the
  * same sample again with nothing interned, everything again after a reset,
- * the empty callstack's fixed iid, ring loss, a skipped sample and the
+ * the empty callstack's fixed iid, kernel frames by name with no address
+ * (distinct functions distinct frames), ring loss, a skipped sample and the
  * guardrail's stop; a tracepoint timebase with followers and a process
  * shard in the defaults, follower counts in a sample, a polled reading.
  * Nested sizes are the writer's 4-byte redundant varints (SZ). */
@@ -157,6 +158,51 @@ static void the_empty_callstack_is_iid_1(void **state) {
   tg_perf_emitter_free(e);
 }
 
+/* Kernel frames as tracegate-perf makes them (perf_ds.c): a name and no
+ * address (rel_pc 0) under a mapping of no range. Two functions stay two
+ * frames, interned by name; an unnamed one (no kallsyms) is a third, with
+ * no function name written. */
+static const tg_perf_emit_mapping_t map_k = {.path = "[kernel.kallsyms]"};
+static const tg_perf_emit_frame_t kframes[] = {
+    {&map_k, 0, "do_syscall_64", 0},
+    {&map_k, 0, "getppid", 0},
+    {&map_k, 0, NULL, 0},
+};
+
+static void kernel_frames_are_names_without_addresses(void **state) {
+  (void)state;
+  tg_perf_emit_sample_t s = sample;
+  s.frames = kframes;
+  s.n_frames = 3;
+  tg_perf_emitter_t *e = tg_perf_emitter_new(0);
+  assert_non_null(e);
+  out_t o;
+  out_init(&o);
+  assert_int_equal(tg_perf_emit_sample(e, &o.w, &s), 0);
+  static const uint8_t want[] = {
+      0x40, 0xd0, 0x0f, 0x68, 0x02,
+      0x62, SZ(135),                  /* interned_data */
+      0x8a, 0x01, SZ(21), 0x08, 0x01, 0x12, 0x11, /* path, one part */
+      '[', 'k', 'e', 'r', 'n', 'e', 'l', '.', 'k', 'a', 'l', 'l', 's', 'y',
+      'm', 's', ']',
+      0x9a, 0x01, SZ(14),             /* the mapping: every number 0 */
+      0x08, 0x01, 0x18, 0x00, 0x20, 0x00, 0x28, 0x00, 0x30, 0x00,
+      0x38, 0x01, 0x40, 0x00,
+      0x2a, SZ(17), 0x08, 0x01, 0x12, 0x0d, /* function 1 */
+      'd', 'o', '_', 's', 'y', 's', 'c', 'a', 'l', 'l', '_', '6', '4',
+      0x32, SZ(8), 0x08, 0x01, 0x10, 0x01, 0x18, 0x01, 0x20, 0x00, /* frame 1 */
+      0x2a, SZ(11), 0x08, 0x02, 0x12, 0x07, 'g', 'e', 't', 'p', 'p', 'i', 'd',
+      0x32, SZ(8), 0x08, 0x02, 0x10, 0x02, 0x18, 0x01, 0x20, 0x00, /* frame 2 */
+      0x32, SZ(6), 0x08, 0x03, 0x18, 0x01, 0x20, 0x00, /* frame 3: no name */
+      0x3a, SZ(8), 0x08, 0x02, 0x10, 0x01, 0x10, 0x02, 0x10, 0x03,
+      0x92, 0x04, SZ(13),
+      0x08, 0x01, 0x10, 0x07, 0x18, 0x08, 0x20, 0x02, 0x28, 0x02,
+      0x30, 0x90, 0x4e,
+  };
+  expect(&o, want, sizeof(want));
+  tg_perf_emitter_free(e);
+}
+
 static void loss_and_skips(void **state) {
   (void)state;
   out_t o;
@@ -287,6 +333,7 @@ int main(void) {
       cmocka_unit_test(defaults_packet),
       cmocka_unit_test(a_sample_interns_once_per_clear),
       cmocka_unit_test(the_empty_callstack_is_iid_1),
+      cmocka_unit_test(kernel_frames_are_names_without_addresses),
       cmocka_unit_test(loss_and_skips),
       cmocka_unit_test(followers_tracepoints_and_shards),
       cmocka_unit_test(the_budget_says_when_to_clear),

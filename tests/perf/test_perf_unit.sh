@@ -37,12 +37,7 @@ skip_unless_can_perf "; needs root or CAP_PERFMON"
 # The sockets and the workload in OTHER_DIR: the other user must reach
 # the producer socket, and the workload's file to name its frames.
 other_user_dir perf-unit || die "no directory for the other user"
-write_workload "$WORK/work.c"
-"$CC" -O1 -fno-omit-frame-pointer -pthread -o "$OTHER_DIR/perfwork" "$WORK/work.c" ||
-  die "cannot build the workload"
-P=$OTHER_DIR/p.sock
-C=$OTHER_DIR/c.sock
-start_tracegated "$P" "$C" "$WORK/tracegated.log" tracegated
+workload_and_service "$OTHER_DIR"
 start_perf_as_unit +perfmon,+sys_ptrace,+syslog "$WORK/perf.log" \
   --socket "$P" --name perf-unit
 wait_registered "$C" perf-unit "perf-unit did not connect" "$WORK/perf.log"
@@ -54,15 +49,7 @@ record() {
   grep -q 'TG-1006' "$3" || die "the recording of $1 reports a loss: $(cat "$3")"
 }
 # --- sampling a root workload -------------------------------------------------
-perf_cfg sample 2000 <<'CFG'
-      timebase { frequency: 200 counter: SW_CPU_CLOCK }
-      callstack_sampling {
-        scope { target_cmdline: "perfwork" }
-        kernel_frames: true
-        user_frames: UNWIND_FRAME_POINTER
-      }
-      ring_buffer_read_period_ms: 50
-CFG
+workload_cfg sample 2000
 rm -f "$WORK/stop"
 "$OTHER_DIR/perfwork" "$WORK/stop" &
 WORKLOAD_PID=$!
