@@ -471,14 +471,7 @@ void tg_sym_finish_collect(tg_sym_t *s) {
 
 static int put_varint(tg_buf_t *b, uint64_t v) {
   uint8_t t[TG_PB_MAX_VARINT_SIZE];
-  size_t n = 0;
-  do {
-    t[n] = (uint8_t)(v & 0x7F);
-    v >>= 7;
-    if (v) t[n] |= 0x80;
-    n++;
-  } while (v);
-  return tg_buf_append(b, t, n);
+  return tg_buf_append(b, t, (size_t)(tg_pb_write_varint(t, v) - t));
 }
 
 static int put_tag(tg_buf_t *b, uint32_t field, unsigned type) {

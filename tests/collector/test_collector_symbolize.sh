@@ -170,7 +170,11 @@ curl -sf "$API/snapshots/$SNAP_ID/trace" -o "$WORK/rs.pftrace" || die "GET the t
 stop_clean "$COLL_PID" "the collector (rs)" "$WORK/rs.log"
 
 # --- debuginfod's time cap --------------------------------------------------------
+# A server of its own (the port file is new, not the last one's) and an
+# empty cache: each module found nowhere else is a lookup that hangs.
+rm -f "$WORK/silent.port"
 silent_debuginfod
+export DEBUGINFOD_CACHE_PATH="$WORK/debuginfod-cache-cap"
 snapshot cap "symbolize = debuginfod
 symbolize_debuginfod_time = 1s"
 symbols_settled >"$WORK/cap.row.json"
@@ -181,7 +185,7 @@ s = json.load(open(sys.argv[1]))["symbols"]
 assert s["state"] == "done", s
 g = s["debuginfod"]
 assert g["lookups"] == 1 and g["cut"] == 1 and g["found"] == 0, g
-assert g["refused"] >= 1 and g["ms"] >= 1000, g
+assert g["ms"] >= 1000, g
 PY
 curl -sf "${API%/api/v1}/metrics" |
   grep -q '^tracegate_collector_symbolize_debuginfod_lookups_total{outcome="cut"} 1$' ||

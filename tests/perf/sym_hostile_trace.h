@@ -16,17 +16,11 @@
 #include <stdio.h>
 
 #include "common/buf.h"
+#include "tracegate/pb_wire.h"
 
 static int hostile_varint(tg_buf_t *b, uint64_t v) {
-  uint8_t t[10];
-  size_t n = 0;
-  do {
-    t[n] = (uint8_t)(v & 0x7F);
-    v >>= 7;
-    if (v) t[n] |= 0x80;
-    n++;
-  } while (v);
-  return tg_buf_append(b, t, n);
+  uint8_t t[TG_PB_MAX_VARINT_SIZE];
+  return tg_buf_append(b, t, (size_t)(tg_pb_write_varint(t, v) - t));
 }
 
 static int hostile_uint(tg_buf_t *b, uint32_t f, uint64_t v) {

@@ -43,7 +43,8 @@ def trace(paths):
         inter += msg(19, uint(1, i) + uint(2, i) + uint(7, i))
         inter += msg(6, uint(1, i) + uint(3, i) + uint(4, 0x1000))
     return msg(1, uint(10, 1) + uint(13, 1) + msg(12, inter))
-open(sys.argv[1], "wb").write(trace(sys.argv[2:]))
+if __name__ == "__main__":
+    open(sys.argv[1], "wb").write(trace(sys.argv[2:]))
 PY
 
 # --- 1. named files refused --------------------------------------------------
@@ -71,18 +72,11 @@ PY
 
 # --- 2. --timeout ------------------------------------------------------------
 mkfifo "$WORK/slow"
-python3 - "$WORK/slow" <<'PY' &
+python3 - "$WORK/slow" "$WORK" <<'PY' &
 import sys, time
-def varint(v):
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        out.append(b | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
-pkt = varint(10 << 3) + varint(1)              # trusted_packet_sequence_id
-rec = varint(1 << 3 | 2) + varint(len(pkt)) + pkt
+sys.path.insert(0, sys.argv[2])
+from trace import msg, uint
+rec = msg(1, uint(10, 1))  # a packet: its trusted_packet_sequence_id
 try:
     with open(sys.argv[1], "wb", buffering=0) as f:
         for _ in range(600):
