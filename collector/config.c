@@ -108,6 +108,9 @@ typedef enum key_id {
   KEY_CHECK_MEMORY,
   KEY_SYMBOLIZE,
   KEY_SYMBOLIZE_TIMEOUT,
+  KEY_SYMBOLIZE_DEBUGINFOD_LOOKUPS,
+  KEY_SYMBOLIZE_DEBUGINFOD_BYTES,
+  KEY_SYMBOLIZE_DEBUGINFOD_TIME,
   KEY_PERF_BOOST_WINDOW,
   KEY_PERF_BOOST_FREQUENCY,
   KEY_PERF_BOOST_BUFFER,
@@ -288,6 +291,18 @@ static const key_def_t KEYS[KEY_COUNT] = {
                                NUM_FIELD(symbolize_timeout_ms), MS_PER_S,
                                3600LL * MS_PER_S, false,
                                "a duration from 1s to 1h", NULL},
+    [KEY_SYMBOLIZE_DEBUGINFOD_LOOKUPS] = {
+        "symbolize_debuginfod_lookups", K_UINT,
+        NUM_FIELD(symbolize_debuginfod_lookups), 1, 65536, false,
+        "a number from 1 to 65536", NULL},
+    [KEY_SYMBOLIZE_DEBUGINFOD_BYTES] = {
+        "symbolize_debuginfod_bytes", K_SIZE,
+        NUM_FIELD(symbolize_debuginfod_bytes), 1u << 20, 1ull << 40, false,
+        "a size from 1M to 1T", NULL},
+    [KEY_SYMBOLIZE_DEBUGINFOD_TIME] = {
+        "symbolize_debuginfod_time", K_DURATION,
+        NUM_FIELD(symbolize_debuginfod_time_ms), MS_PER_S, 3600LL * MS_PER_S,
+        false, "a duration from 1s to 1h", NULL},
     [KEY_PERF_BOOST_WINDOW] = {"perf_boost_window", K_DURATION,
                                NUM_FIELD(perf_boost_window_ms), MS_PER_S,
                                TG_COLL_BOOST_WINDOW_MAX_MS, true,
@@ -959,6 +974,17 @@ static int finish(parser_t *p) {
                   p->debug_dir_line ? "symbolize_debug_dir"
                                     : "symbolize_timeout");
   }
+  /* debuginfod's caps bound nothing without it: a line for them alone is
+   * a mistake worth saying. */
+  static const key_id_t dbgf_keys[] = {KEY_SYMBOLIZE_DEBUGINFOD_LOOKUPS,
+                                       KEY_SYMBOLIZE_DEBUGINFOD_BYTES,
+                                       KEY_SYMBOLIZE_DEBUGINFOD_TIME};
+  for (size_t i = 0; i < sizeof dbgf_keys / sizeof dbgf_keys[0]; i++)
+    if (p->seen[dbgf_keys[i]] &&
+        c->symbolize != TG_COLL_SYMBOLIZE_DEBUGINFOD)
+      return fail(p, p->seen[dbgf_keys[i]],
+                  "%s: expected symbolize = debuginfod too",
+                  KEYS[dbgf_keys[i]].name);
   for (size_t i = 0; i < c->n_triggers; i++) {
     const tg_coll_trigger_t *t = &c->triggers[i];
     if (strcmp(t->group, TG_COLL_CONFIG_GROUP_ALL) != 0 &&
@@ -1000,6 +1026,9 @@ void tg_coll_config_defaults(tg_coll_config_t *c) {
   c->check_timeout_ms = 600LL * MS_PER_S;
   c->check_memory = 4ull << 30;
   c->symbolize_timeout_ms = 600LL * MS_PER_S;
+  c->symbolize_debuginfod_lookups = 256;
+  c->symbolize_debuginfod_bytes = 1ull << 30;
+  c->symbolize_debuginfod_time_ms = 120LL * MS_PER_S;
   c->perf_boost_frequency = 499;
   c->perf_boost_buffer = 8u << 20;
 }

@@ -334,6 +334,11 @@ typedef struct tg_coll_config {
                            [TG_COLL_CONFIG_PATH_MAX + 1];
   size_t n_symbolize_debug_dirs;
   int64_t symbolize_timeout_ms; /* 1s..1h */
+  /* debuginfod per snapshot (symbolize = debuginfod): lookups, bytes
+   * downloaded, time spent in lookups. */
+  uint32_t symbolize_debuginfod_lookups; /* 1..65536 */
+  uint64_t symbolize_debuginfod_bytes;   /* 1M..1T */
+  int64_t symbolize_debuginfod_time_ms;  /* 1s..1h */
 } tg_coll_config_t;
 
 /* Sets every field of |c| to its default (required paths ""); allocates

@@ -193,6 +193,14 @@
   X(BRIDGE_FAILED, 1067, "tracegate",                                         \
     "bridge #N closed on a local failure (out of memory, a write or a "       \
     "forward that failed); the reason follows")                               \
+  X(SYMBOLIZE_TIMED_OUT, 1068, "tracegate",                                   \
+    "tracegate symbolize stopped at --timeout: OUT was not written; the "     \
+    "trace and the timeout follow")                                           \
+  X(SYMBOLIZE_REFUSED, 1069, "tracegate",                                     \
+    "warning: tracegate symbolize did not open files the trace named (a "     \
+    "'..' component, under /proc, /sys or /dev, not a regular file) or "      \
+    "left debuginfod lookups past a cap unmade; the counts per reason "       \
+    "follow (--json: refused, debuginfod)")                                   \
   X(FLEET_RECONNECTED, 2001, "tracegate",                                     \
     "a host's link came back: the session was re-attached; the time down "    \
     "follows")                                                                \

@@ -42,6 +42,15 @@ typedef enum sym_state {
 static const char *const STATE_NAMES[] = {"waiting", "running", "done",
                                           "failed"};
 
+/* What a run refused and asked of debuginfod (tg_sym_stats_t, kept apart
+ * from it for a build without the symbolizer): the snapshot's symbols
+ * state in the API, and summed for the metrics. */
+typedef struct sym_guard {
+  uint64_t refused_dotdot, refused_kernel_fs, refused_not_regular;
+  uint64_t dbgf_lookups, dbgf_found, dbgf_cut, dbgf_refused, dbgf_bytes,
+      dbgf_ns;
+} sym_guard_t;
+
 /* What the API says of a snapshot symbolized (or waiting) lately. */
 typedef struct sym_entry {
   uint64_t id; /* 0: a free slot */
@@ -50,6 +59,7 @@ typedef struct sym_entry {
   uint64_t bytes;
   size_t modules, modules_found, frames, frames_named, frames_with_line;
   size_t frames_plt; /* of frames_named: PLT entries, named NAME@plt */
+  sym_guard_t guard; /* done or failed */
 } sym_entry_t;
 
 typedef struct sym_job sym_job_t;
@@ -62,7 +72,20 @@ struct coll_symbols {
   sym_entry_t kept[COLL_SYMBOLS_KEPT];
   size_t next_kept; /* the slot the next new entry takes */
   uint64_t stored, failed;
+  sym_guard_t total; /* every run since the start */
 };
+
+static void guard_add(sym_guard_t *to, const sym_guard_t *g) {
+  to->refused_dotdot += g->refused_dotdot;
+  to->refused_kernel_fs += g->refused_kernel_fs;
+  to->refused_not_regular += g->refused_not_regular;
+  to->dbgf_lookups += g->dbgf_lookups;
+  to->dbgf_found += g->dbgf_found;
+  to->dbgf_cut += g->dbgf_cut;
+  to->dbgf_refused += g->dbgf_refused;
+  to->dbgf_bytes += g->dbgf_bytes;
+  to->dbgf_ns += g->dbgf_ns;
+}
 
 static sym_entry_t *entry_find(struct coll_symbols *q, uint64_t id) {
   for (size_t i = 0; i < COLL_SYMBOLS_KEPT; i++)
@@ -145,6 +168,7 @@ struct sym_job {
   bool already; /* the bucket held this snapshot's symbols already */
   uint64_t bytes;
   tg_sym_result_t res;
+  tg_sym_stats_t stats; /* o.stats: counted even when the run fails */
   tg_sym_t s;
   tg_coll_index_t ix;
 };
@@ -313,6 +337,14 @@ static void after_work(uv_work_t *w, int status) {
   else if ((err = tg_coll_store_symbols_commit(c->store, j->id, j->with_index)))
     snprintf(j->why, sizeof(j->why), "cannot store the symbols: %s",
              tg_strerror(err));
+  const tg_sym_stats_t *st = &j->stats;
+  sym_guard_t g = {st->refused[TG_SYM_REFUSED_DOTDOT],
+                   st->refused[TG_SYM_REFUSED_KERNEL_FS],
+                   st->refused[TG_SYM_REFUSED_NOT_REGULAR],
+                   st->debuginfod_lookups, st->debuginfod_found,
+                   st->debuginfod_cut, st->debuginfod_refused, st->debuginfod_bytes,
+                   st->debuginfod_ns};
+  guard_add(&q->total, &g);
   sym_entry_t *e = entry_find(q, j->id);
   if (err == -ENOENT && !j->err) {
     TG_INFO("snapshot %016" PRIx64 ": deleted during its symbolization",
@@ -320,6 +352,7 @@ static void after_work(uv_work_t *w, int status) {
     if (e) e->id = 0;
   } else if (err) {
     record_failure(c, j->id, j->why);
+    entry_find(q, j->id)->guard = g;
   } else if (j->already) {
     /* Stored by an attempt this one repeats (or by another collector of
      * the catalog): what they hold is not counted again. */
@@ -338,6 +371,7 @@ static void after_work(uv_work_t *w, int status) {
     e->frames_named = j->res.frames_named;
     e->frames_with_line = j->res.frames_with_line;
     e->frames_plt = j->res.frames_plt;
+    e->guard = g;
     TG_INFO("%s snapshot %016" PRIx64 ": symbolized: %zu of %zu frames "
             "named (%zu with a line), %zu of %zu modules found, %" PRIu64
             " bytes of symbols%s", TG_NOTE(COLLECTOR_SYMBOLIZED), j->id,
@@ -395,11 +429,16 @@ static void start_next(coll_t *c) {
     j->o.debug_dirs[j->o.n_debug_dirs++] = "/usr/lib/debug";
     j->o.module_files = true;
     j->o.debuginfod = cfg->symbolize == TG_COLL_SYMBOLIZE_DEBUGINFOD;
+    j->o.debuginfod_max_lookups = cfg->symbolize_debuginfod_lookups;
+    j->o.debuginfod_max_bytes = cfg->symbolize_debuginfod_bytes;
+    j->o.debuginfod_max_ns =
+        (uint64_t)cfg->symbolize_debuginfod_time_ms * 1000000u;
+    j->o.stats = &j->stats;
     j->o.cancel = &q->stop;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    j->o.deadline_ns = (uint64_t)ts.tv_sec * 1000000000u +
-                       (uint64_t)ts.tv_nsec +
+    /* The work runs on a pool thread, which must not read the loop's
+     * clock (c->clock): the monotonic clock, read anew at each packet. */
+    j->o.clock = &tg_clock_monotonic;
+    j->o.deadline_ns = tg_clock_ns(j->o.clock) +
                        (uint64_t)cfg->symbolize_timeout_ms * 1000000u;
     j->work.data = j;
     entry_new(q, id)->state = SYM_RUNNING;
@@ -539,6 +578,23 @@ void coll_symbols_stop(coll_t *c) {
   atomic_store(&q->stop, true);
 }
 
+/* The files a run did not open, by reason (tg_sym_refusal_name's). */
+static json_t *refused_json(const sym_guard_t *g) {
+  return json_pack("{s:I, s:I, s:I}", "dotdot", (json_int_t)g->refused_dotdot,
+                   "kernel_fs", (json_int_t)g->refused_kernel_fs,
+                   "not_regular", (json_int_t)g->refused_not_regular);
+}
+
+static json_t *debuginfod_json(const sym_guard_t *g) {
+  return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "lookups",
+                   (json_int_t)g->dbgf_lookups, "found",
+                   (json_int_t)g->dbgf_found, "cut", (json_int_t)g->dbgf_cut,
+                   "refused",
+                   (json_int_t)g->dbgf_refused, "bytes",
+                   (json_int_t)g->dbgf_bytes, "ms",
+                   (json_int_t)(g->dbgf_ns / 1000000u));
+}
+
 json_t *coll_symbols_json(coll_t *c, uint64_t id) {
   if (c->cfg.symbolize == TG_COLL_SYMBOLIZE_OFF)
     return json_pack("{s:s}", "state", "off");
@@ -553,18 +609,21 @@ json_t *coll_symbols_json(coll_t *c, uint64_t id) {
     return json_pack("{s:s}", "state", err ? "none" : "done");
   }
   if (e->state == SYM_FAILED)
-    return json_pack("{s:s, s:o}", "state", "failed", "why",
-                     tg_json_text(e->why));
+    return json_pack("{s:s, s:o, s:o, s:o}", "state", "failed", "why",
+                     tg_json_text(e->why), "refused", refused_json(&e->guard),
+                     "debuginfod", debuginfod_json(&e->guard));
   if (e->state != SYM_DONE)
     return json_pack("{s:s}", "state", STATE_NAMES[e->state]);
-  return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "state",
-                   "done", "bytes", (json_int_t)e->bytes, "modules",
+  return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
+                   "state", "done", "bytes", (json_int_t)e->bytes, "modules",
                    (json_int_t)e->modules, "modules_found",
                    (json_int_t)e->modules_found, "frames",
                    (json_int_t)e->frames, "frames_named",
                    (json_int_t)e->frames_named, "frames_with_line",
                    (json_int_t)e->frames_with_line, "frames_plt",
-                   (json_int_t)e->frames_plt);
+                   (json_int_t)e->frames_plt, "refused",
+                   refused_json(&e->guard), "debuginfod",
+                   debuginfod_json(&e->guard));
 }
 
 void coll_symbols_metrics(const coll_t *c, FILE *f) {
@@ -578,4 +637,43 @@ void coll_symbols_metrics(const coll_t *c, FILE *f) {
           "tracegate_collector_symbolized_total{outcome=\"failed\"} %" PRIu64
           "\n",
           q ? q->stored : 0, q ? q->failed : 0);
+  static const sym_guard_t none;
+  const sym_guard_t *g = q ? &q->total : &none;
+  fprintf(f,
+          "# HELP tracegate_collector_symbolize_refused_total Files a "
+          "snapshot named that symbolize did not open, by reason.\n"
+          "# TYPE tracegate_collector_symbolize_refused_total counter\n"
+          "tracegate_collector_symbolize_refused_total{reason=\"dotdot\"} "
+          "%" PRIu64 "\n"
+          "tracegate_collector_symbolize_refused_total{reason=\"kernel_fs\"} "
+          "%" PRIu64 "\n"
+          "tracegate_collector_symbolize_refused_total{reason=\"not_regular\"} "
+          "%" PRIu64 "\n"
+          "# HELP tracegate_collector_symbolize_debuginfod_lookups_total "
+          "debuginfod lookups of symbolize, by outcome (cut: cut short and "
+          "refused: not made, a per-snapshot cap reached).\n"
+          "# TYPE tracegate_collector_symbolize_debuginfod_lookups_total "
+          "counter\n"
+          "tracegate_collector_symbolize_debuginfod_lookups_total"
+          "{outcome=\"found\"} %" PRIu64 "\n"
+          "tracegate_collector_symbolize_debuginfod_lookups_total"
+          "{outcome=\"missed\"} %" PRIu64 "\n"
+          "tracegate_collector_symbolize_debuginfod_lookups_total"
+          "{outcome=\"cut\"} %" PRIu64 "\n"
+          "tracegate_collector_symbolize_debuginfod_lookups_total"
+          "{outcome=\"refused\"} %" PRIu64 "\n"
+          "# HELP tracegate_collector_symbolize_debuginfod_bytes_total Bytes "
+          "symbolize downloaded from debuginfod.\n"
+          "# TYPE tracegate_collector_symbolize_debuginfod_bytes_total "
+          "counter\n"
+          "tracegate_collector_symbolize_debuginfod_bytes_total %" PRIu64 "\n"
+          "# HELP tracegate_collector_symbolize_debuginfod_seconds_total Time "
+          "symbolize spent in debuginfod lookups.\n"
+          "# TYPE tracegate_collector_symbolize_debuginfod_seconds_total "
+          "counter\n"
+          "tracegate_collector_symbolize_debuginfod_seconds_total %.3f\n",
+          g->refused_dotdot, g->refused_kernel_fs, g->refused_not_regular,
+          g->dbgf_found, g->dbgf_lookups - g->dbgf_found - g->dbgf_cut,
+          g->dbgf_cut, g->dbgf_refused,
+          g->dbgf_bytes, (double)g->dbgf_ns / 1e9);
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "consumer/packet_inflate.h"
+#include "consumer/symbolize/symbolize_map.h"
 #include "tracegate/error.h"
 #include "tracegate/pb_wire.h"
 
@@ -33,63 +34,6 @@ enum {
   SEQ_INCREMENTAL_STATE_CLEARED = 1,
 };
 
-/* --- iid -> value, open addressing (iid 0 is never a key) ----------------- */
-
-typedef struct imap {
-  uint64_t *keys;
-  uint32_t *vals;
-  size_t cap, n;
-} imap_t;
-
-static void imap_clear(imap_t *m) {
-  free(m->keys);
-  free(m->vals);
-  memset(m, 0, sizeof(*m));
-}
-
-static size_t imap_slot(const imap_t *m, uint64_t k) {
-  uint64_t h = k * 0x9E3779B97F4A7C15ull;
-  size_t i = (size_t)(h >> 20) & (m->cap - 1);
-  while (m->keys[i] && m->keys[i] != k) i = (i + 1) & (m->cap - 1);
-  return i;
-}
-
-static bool imap_get(const imap_t *m, uint64_t k, uint32_t *v) {
-  if (!m->cap || !k) return false;
-  size_t i = imap_slot(m, k);
-  if (!m->keys[i]) return false;
-  *v = m->vals[i];
-  return true;
-}
-
-static int imap_put(imap_t *m, uint64_t k, uint32_t v) {
-  if (!k) return 0;
-  if ((m->n + 1) * 2 > m->cap) {
-    if (m->n >= TG_SYM_MAX_SEQ_ENTRIES) return -E2BIG;
-    imap_t g = {.cap = m->cap ? m->cap * 2 : 64};
-    g.keys = calloc(g.cap, sizeof(*g.keys));
-    g.vals = calloc(g.cap, sizeof(*g.vals));
-    if (!g.keys || !g.vals) {
-      imap_clear(&g);
-      return -ENOMEM;
-    }
-    for (size_t i = 0; i < m->cap; i++)
-      if (m->keys[i]) {
-        size_t j = imap_slot(&g, m->keys[i]);
-        g.keys[j] = m->keys[i];
-        g.vals[j] = m->vals[i];
-        g.n++;
-      }
-    imap_clear(m);
-    *m = g;
-  }
-  size_t i = imap_slot(m, k);
-  if (!m->keys[i]) m->n++;
-  m->keys[i] = k;
-  m->vals[i] = v;
-  return 0;
-}
-
 /* --- a sequence's interned state ------------------------------------------ */
 
 /* Strings (build ids, path components) live in |strs|; the maps give their
@@ -103,7 +47,14 @@ struct tg_sym_seq {
   uint64_t key; /* machine_id << 32 | trusted_packet_sequence_id */
   sstr_t *strs;
   size_t n_strs, cap_strs;
-  imap_t build_ids, paths, mappings;
+  tg__sym_imap_t build_ids, paths, mappings;
+};
+
+/* The tables of a tg_sym_t, made with its first packet. */
+struct tg__sym_tables {
+  uint64_t seed;
+  tg__sym_imap_t seqs;   /* tg_sym_seq_t.key -> index in s->seqs */
+  tg__sym_index_t mods;  /* s->mods by module_hash() */
 };
 
 static void seq_reset(tg_sym_seq_t *q) {
@@ -111,14 +62,22 @@ static void seq_reset(tg_sym_seq_t *q) {
   free(q->strs);
   q->strs = NULL;
   q->n_strs = q->cap_strs = 0;
-  imap_clear(&q->build_ids);
-  imap_clear(&q->paths);
-  imap_clear(&q->mappings);
+  tg__sym_imap_clear(&q->build_ids);
+  tg__sym_imap_clear(&q->paths);
+  tg__sym_imap_clear(&q->mappings);
 }
 
 void tg_sym_init(tg_sym_t *s) {
   memset(s, 0, sizeof(*s));
   tg_buf_init(&s->inflate, TG_PACKETS_INFLATE_MAX);
+}
+
+static struct tg__sym_tables *tables(tg_sym_t *s) {
+  if (!s->tables && (s->tables = calloc(1, sizeof(*s->tables)))) {
+    s->tables->seed = tg__sym_seed();
+    tg__sym_imap_init(&s->tables->seqs, s->tables->seed);
+  }
+  return s->tables;
 }
 
 void tg_sym_module_free(tg_sym_module_t *m) {
@@ -141,13 +100,23 @@ void tg_sym_free(tg_sym_t *s) {
   free(s->seqs);
   for (size_t i = 0; i < s->n_mods; i++) tg_sym_module_free(&s->mods[i]);
   free(s->mods);
+  if (s->tables) {
+    tg__sym_imap_clear(&s->tables->seqs);
+    tg__sym_index_clear(&s->tables->mods);
+    free(s->tables);
+  }
   tg_buf_free(&s->inflate);
   memset(s, 0, sizeof(*s));
 }
 
 static tg_sym_seq_t *seq_get(tg_sym_t *s, uint64_t key, int *err) {
-  for (size_t i = s->n_seqs; i-- > 0;)
-    if (s->seqs[i].key == key) return &s->seqs[i];
+  struct tg__sym_tables *t = tables(s);
+  uint32_t at;
+  if (!t) {
+    *err = -ENOMEM;
+    return NULL;
+  }
+  if (tg__sym_imap_get(&t->seqs, key, &at)) return &s->seqs[at];
   if (s->n_seqs >= TG_SYM_MAX_SEQS) {
     *err = -E2BIG;
     return NULL;
@@ -162,13 +131,19 @@ static tg_sym_seq_t *seq_get(tg_sym_t *s, uint64_t key, int *err) {
     s->seqs = n;
     s->cap_seqs = cap;
   }
+  if ((*err = tg__sym_imap_put(&t->seqs, key, (uint32_t)s->n_seqs,
+                               TG_SYM_MAX_SEQS)))
+    return NULL;
   tg_sym_seq_t *q = &s->seqs[s->n_seqs++];
   memset(q, 0, sizeof(*q));
   q->key = key;
+  tg__sym_imap_init(&q->build_ids, t->seed);
+  tg__sym_imap_init(&q->paths, t->seed);
+  tg__sym_imap_init(&q->mappings, t->seed);
   return q;
 }
 
-static int seq_add_str(tg_sym_seq_t *q, imap_t *m, const uint8_t *body,
+static int seq_add_str(tg_sym_seq_t *q, tg__sym_imap_t *m, const uint8_t *body,
                        size_t len) {
   uint64_t iid = 0;
   const uint8_t *str = NULL;
@@ -198,7 +173,8 @@ static int seq_add_str(tg_sym_seq_t *q, imap_t *m, const uint8_t *body,
   if (!c) return -ENOMEM;
   if (n) memcpy(c, str, n);
   q->strs[q->n_strs] = (sstr_t){c, n};
-  int err = imap_put(m, iid, (uint32_t)q->n_strs);
+  int err = tg__sym_imap_put(m, iid, (uint32_t)q->n_strs,
+                             TG_SYM_MAX_SEQ_ENTRIES);
   if (err) {
     free(c);
     return err;
@@ -207,14 +183,32 @@ static int seq_add_str(tg_sym_seq_t *q, imap_t *m, const uint8_t *body,
   return 0;
 }
 
+/* A module's key (machine, build id, path) under the run's seed. */
+static uint64_t module_hash(uint64_t seed, uint32_t machine, const char *path,
+                            size_t path_len, const uint8_t *id,
+                            size_t id_len) {
+  uint64_t h = tg__sym_mix(seed ^ machine);
+  h = tg__sym_hash(h, id, id_len);
+  return tg__sym_hash(h, path, path_len);
+}
+
 static int module_get(tg_sym_t *s, uint32_t machine, const char *path,
-                      const uint8_t *id, size_t id_len, uint32_t *idx) {
-  for (size_t i = 0; i < s->n_mods; i++) {
-    const tg_sym_module_t *m = &s->mods[i];
-    if (m->machine_id == machine && m->build_id_len == id_len &&
-        (!id_len || !memcmp(m->build_id, id, id_len)) && !strcmp(m->path, path)) {
-      *idx = (uint32_t)i;
-      return 0;
+                      size_t path_len, const uint8_t *id, size_t id_len,
+                      uint32_t *idx) {
+  struct tg__sym_tables *t = tables(s);
+  if (!t) return -ENOMEM;
+  uint64_t h = module_hash(t->seed, machine, path, path_len, id, id_len);
+  if (t->mods.cap) {
+    size_t at = tg__sym_index_start(&t->mods, h);
+    uint32_t i;
+    while (tg__sym_index_next(&t->mods, h, &at, &i)) {
+      const tg_sym_module_t *m = &s->mods[i];
+      if (m->machine_id == machine && m->build_id_len == id_len &&
+          (!id_len || !memcmp(m->build_id, id, id_len)) &&
+          !strcmp(m->path, path)) {
+        *idx = i;
+        return 0;
+      }
     }
   }
   if (s->n_mods >= TG_SYM_MAX_MODULES) return -E2BIG;
@@ -228,6 +222,12 @@ static int module_get(tg_sym_t *s, uint32_t machine, const char *path,
   tg_sym_module_t *m = &s->mods[s->n_mods];
   memset(m, 0, sizeof(*m));
   if (!(m->path = strdup(path))) return -ENOMEM;
+  int err = tg__sym_index_add(&t->mods, h, (uint32_t)s->n_mods);
+  if (err) {
+    free(m->path);
+    m->path = NULL;
+    return err;
+  }
   m->machine_id = machine;
   if (id_len) memcpy(m->build_id, id, id_len);
   m->build_id_len = id_len;
@@ -266,7 +266,7 @@ static int seq_add_mapping(tg_sym_t *s, tg_sym_seq_t *q, uint32_t machine,
     }
     for (size_t i = 0; i < n_ids; i++) {
       uint32_t si;
-      if (!imap_get(&q->paths, ids[i], &si)) return 0; /* unknown: skip */
+      if (!tg__sym_imap_get(&q->paths, ids[i], &si)) return 0; /* unknown: skip */
       const sstr_t *c = &q->strs[si];
       if (plen + 1 + c->n > TG_SYM_MAX_PATH) return 0;
       path[plen++] = '/';
@@ -280,15 +280,15 @@ static int seq_add_mapping(tg_sym_t *s, tg_sym_seq_t *q, uint32_t machine,
   const uint8_t *id = NULL;
   size_t id_len = 0;
   uint32_t bi;
-  if (build && imap_get(&q->build_ids, build, &bi) &&
+  if (build && tg__sym_imap_get(&q->build_ids, build, &bi) &&
       q->strs[bi].n <= TG_SYM_MAX_BUILD_ID) {
     id = q->strs[bi].p;
     id_len = q->strs[bi].n;
   }
   uint32_t mi;
-  int err = module_get(s, machine, path, id, id_len, &mi);
+  int err = module_get(s, machine, path, plen, id, id_len, &mi);
   if (err) return err;
-  return imap_put(&q->mappings, iid, mi);
+  return tg__sym_imap_put(&q->mappings, iid, mi, TG_SYM_MAX_SEQ_ENTRIES);
 }
 
 static int cmp_u64(const void *a, const void *b) {
@@ -327,7 +327,7 @@ static int seq_add_frame(tg_sym_t *s, tg_sym_seq_t *q, const uint8_t *body,
   }
   if (rv < 0) return TG_EPARSE;
   uint32_t mi;
-  if (!has_pc || !imap_get(&q->mappings, mapping, &mi)) return 0;
+  if (!has_pc || !tg__sym_imap_get(&q->mappings, mapping, &mi)) return 0;
   tg_sym_module_t *m = &s->mods[mi];
   if (m->n_pcs && m->pcs[m->n_pcs - 1] == rel_pc) return 0;
   if (m->n_pcs == m->cap_pcs) {
@@ -389,6 +389,10 @@ static int on_inner(void *ctx, const uint8_t *pkt, size_t len) {
 
 static int packet(tg_sym_t *s, const uint8_t *pkt, size_t len,
                   uint32_t outer_machine, int depth) {
+  /* At every packet, inner ones included: a compressed packet may hold
+   * thousands, and one read of the file many more. */
+  int stop = s->stop ? tg_sym_should_stop(s->stop) : 0;
+  if (stop) return stop;
   s->packets++;
   uint64_t seq = 0, flags = 0, machine = outer_machine;
   bool cleared = false;
@@ -467,14 +471,7 @@ void tg_sym_finish_collect(tg_sym_t *s) {
 
 static int put_varint(tg_buf_t *b, uint64_t v) {
   uint8_t t[TG_PB_MAX_VARINT_SIZE];
-  size_t n = 0;
-  do {
-    t[n] = (uint8_t)(v & 0x7F);
-    v >>= 7;
-    if (v) t[n] |= 0x80;
-    n++;
-  } while (v);
-  return tg_buf_append(b, t, n);
+  return tg_buf_append(b, t, (size_t)(tg_pb_write_varint(t, v) - t));
 }
 
 static int put_tag(tg_buf_t *b, uint32_t field, unsigned type) {
@@ -583,6 +580,7 @@ int tg_sym_collect_fd(tg_sym_t *s, int fd, int copy_fd, const tg_sym_opts_t *o,
   tg_buf_t b;
   tg_buf_init(&b, TG_PACKETS_INFLATE_MAX + 64);
   int rv = 0;
+  s->stop = o;
   for (;;) {
     if ((rv = tg_sym_should_stop(o))) {
       snprintf(why, why_size, "%s", rv == -ETIMEDOUT ? "out of time"
@@ -608,13 +606,18 @@ int tg_sym_collect_fd(tg_sym_t *s, int fd, int copy_fd, const tg_sym_opts_t *o,
     }
     tg_buf_commit(&b, (size_t)n);
     if ((rv = walk_buffered(s, &b, n == 0))) {
-      snprintf(why, why_size, "the trace is damaged or too large (%s)",
-               rv == -ENOMEM ? "out of memory" : tg_strerror(rv));
+      if (rv == -ETIMEDOUT || rv == -ECANCELED)
+        snprintf(why, why_size, "%s",
+                 rv == -ETIMEDOUT ? "out of time" : "stopped");
+      else
+        snprintf(why, why_size, "the trace is damaged or too large (%s)",
+                 rv == -ENOMEM ? "out of memory" : tg_strerror(rv));
       break;
     }
     if (n == 0) break;
   }
   tg_buf_free(&b);
+  s->stop = NULL;
   if (!rv) tg_sym_finish_collect(s);
   return rv;
 }
@@ -624,12 +627,14 @@ int tg_sym_resolve_all(tg_sym_t *s, const tg_sym_opts_t *o,
   memset(res, 0, sizeof(*res));
   res->packets = s->packets;
   res->modules = s->n_mods;
+  tg_sym_opts_t lo = *o;
+  if (!lo.stats) lo.stats = &res->stats;
   int rv = 0;
   for (size_t i = 0; i < s->n_mods && !rv; i++) {
     tg_sym_module_t *m = &s->mods[i];
     res->frames += m->n_pcs;
     if (!m->n_pcs) continue;
-    rv = tg_sym_resolve(m, o);
+    rv = tg_sym_resolve(m, &lo);
     if (m->source != TG_SYM_SRC_NONE) res->modules_found++;
     res->frames_plt += m->n_plt;
     for (size_t a = 0; a < m->n_addrs; a++) {
@@ -642,6 +647,7 @@ int tg_sym_resolve_all(tg_sym_t *s, const tg_sym_opts_t *o,
       res->frames_with_line += named && line;
     }
   }
+  if (o->stats) res->stats = *o->stats;
   return rv;
 }
 

@@ -13,6 +13,17 @@
  * input. An address in one of the module's PLT entries is named
  * "NAME@plt" (common/elf_plt.h), with no file or line.
  *
+ * Every lookup the walk makes (a sequence, an interned id, a module) is a
+ * seeded hash table's (symbolize_map.h), so a trace costs time in
+ * proportion to its size whatever keys it chooses; the walk asks the
+ * deadline at every packet.
+ *
+ * A path the trace names is opened only through tg_sym_open: never one
+ * with a ".." component or under /proc, /sys or /dev, and only a regular
+ * file, opened without blocking (a FIFO would hold the worker for good).
+ * debuginfod is asked only when the caller says so, within caps on
+ * lookups, bytes and time per run (tg_sym_opts_t).
+ *
  * Owns: the collector's tables and the modules (tg_sym_free). Must never:
  * use a file whose build id differs from the mapping's, nor load the trace
  * whole. Not thread-safe. */
@@ -25,6 +36,7 @@
 #include <stdint.h>
 
 #include "common/buf.h"
+#include "common/clock.h"
 
 /* Bounds of what one trace may make the collector keep. */
 #define TG_SYM_MAX_BUILD_ID 64
@@ -36,6 +48,36 @@
 #define TG_SYM_MAX_DEBUG_DIRS 16
 /* Addresses per ModuleSymbols packet: a module with more gets several. */
 #define TG_SYM_ADDRS_PER_PACKET 2048u
+/* debuginfod per run (one trace, one snapshot), when the caller's
+ * tg_sym_opts_t leaves a cap 0. */
+#define TG_SYM_DEBUGINFOD_MAX_LOOKUPS 256u
+#define TG_SYM_DEBUGINFOD_MAX_BYTES (1024ull << 20)
+#define TG_SYM_DEBUGINFOD_MAX_S 120u
+
+/* Why a file was not opened (tg_sym_open). */
+typedef enum tg_sym_refusal {
+  TG_SYM_REFUSED_NONE = 0,
+  TG_SYM_REFUSED_DOTDOT,      /* "dotdot": a ".." component, or relative */
+  TG_SYM_REFUSED_KERNEL_FS,   /* "kernel_fs": /proc, /sys, /dev, or a file
+                               * on procfs, sysfs, debugfs, tracefs ... */
+  TG_SYM_REFUSED_NOT_REGULAR, /* "not_regular": FIFO, device, socket, dir */
+  TG_SYM_REFUSED_N
+} tg_sym_refusal_t;
+
+/* The stable name of |r| (JSON keys, metric labels): "dotdot", ... */
+const char *tg_sym_refusal_name(tg_sym_refusal_t r);
+
+/* What one run did that the caller reports (the collector's symbols
+ * state and metrics, the CLI's summary). */
+typedef struct tg_sym_stats {
+  uint64_t refused[TG_SYM_REFUSED_N]; /* files not opened, by reason */
+  uint64_t debuginfod_lookups;  /* asked */
+  uint64_t debuginfod_found;    /* of them, answered with a matching file */
+  uint64_t debuginfod_cut;      /* of them, cut short: a cap reached */
+  uint64_t debuginfod_refused;  /* not asked: a cap reached */
+  uint64_t debuginfod_bytes;    /* downloaded (a cache hit downloads none) */
+  uint64_t debuginfod_ns;       /* spent in lookups */
+} tg_sym_stats_t;
 
 typedef struct tg_sym_line {
   char *function; /* NULL when unknown */
@@ -68,9 +110,12 @@ typedef struct tg_sym_module {
   size_t n_plt; /* of them, PLT entries: "NAME@plt", no source line */
   tg_sym_source_t source;
   char *debug_file; /* where its names come from */
+  tg_sym_refusal_t refused; /* the last file refused for it, or NONE */
 } tg_sym_module_t;
 
 typedef struct tg_sym_seq tg_sym_seq_t;
+typedef struct tg_sym_opts tg_sym_opts_t;
+struct tg__sym_tables; /* symbolize.c: the seeded hash tables */
 
 typedef struct tg_sym {
   tg_sym_module_t *mods;
@@ -81,20 +126,35 @@ typedef struct tg_sym {
   uint64_t packets;       /* packets walked (inner ones included) */
   uint64_t module_symbols_in; /* ModuleSymbols already in the input */
   tg_buf_t inflate;       /* compressed_packets */
+  struct tg__sym_tables *tables;
+  /* Borrowed for the walk by tg_sym_collect_fd: its deadline and cancel
+   * flag are asked at every packet. NULL: never stopped. */
+  const tg_sym_opts_t *stop;
 } tg_sym_t;
 
-typedef struct tg_sym_opts {
+struct tg_sym_opts {
   const char *debug_dirs[TG_SYM_MAX_DEBUG_DIRS]; /* tried in order */
   size_t n_debug_dirs;
   bool module_files; /* try the mapping's own file */
   bool debuginfod;   /* ask debuginfod (libdebuginfod, DEBUGINFOD_URLS) */
-  /* 0: none. Else CLOCK_MONOTONIC nanoseconds past which the walk and the
-   * resolution stop with -ETIMEDOUT (checked between reads, modules and
-   * every 256 addresses; one debuginfod request is not cut short). */
+  /* debuginfod caps for the run, counted in *stats (0: the
+   * TG_SYM_DEBUGINFOD_* default). A lookup past the lookup cap is not
+   * made (debuginfod_refused); one that would pass the byte or time cap
+   * is cut short (debuginfod_cut). */
+  uint32_t debuginfod_max_lookups;
+  uint64_t debuginfod_max_bytes;
+  uint64_t debuginfod_max_ns;
+  /* 0: none. Else |clock|'s nanoseconds past which the walk and the
+   * resolution stop with -ETIMEDOUT (asked at every packet, module and
+   * address, and during a debuginfod download). */
   uint64_t deadline_ns;
+  const tg_clock_t *clock; /* NULL: tg_clock_monotonic; borrowed */
   /* NULL, or a flag another thread sets to stop them (-ECANCELED). */
   const _Atomic bool *cancel;
-} tg_sym_opts_t;
+  /* Where refusals and debuginfod's use are counted (borrowed, written);
+   * NULL: tg_sym_resolve counts nothing and debuginfod is not asked. */
+  tg_sym_stats_t *stats;
+};
 
 void tg_sym_init(tg_sym_t *s);
 void tg_sym_free(tg_sym_t *s);
@@ -115,6 +175,17 @@ void tg_sym_finish_collect(tg_sym_t *s);
 int tg_sym_build_id_path(const char *dir, const uint8_t *id, size_t len,
                          char *out, size_t out_size);
 
+/* Opens |path| to read it: O_NONBLOCK (a FIFO cannot hold the caller),
+ * O_NOCTTY, and only a regular file on a file system of files (not
+ * procfs, sysfs, debugfs, ...), checked both before the open (stat,
+ * statfs: a device is never opened) and on the descriptor after it (a
+ * path swapped meanwhile). |named| says the trace chose the path: then it
+ * must be absolute, with no ".." component, and not under /proc, /sys or
+ * /dev once "." and repeated slashes are dropped. Returns the descriptor,
+ * or -1 with *why set (NONE: the file is missing or unreadable, not
+ * refused). */
+int tg_sym_open(const char *path, bool named, tg_sym_refusal_t *why);
+
 /* Finds |m|'s debug file (opts order: each debug dir by build id, the
  * module's own file, debuginfod) and resolves its addresses. Returns 0
  * (m->source says whether a file was found), -ENOMEM, -ETIMEDOUT /
@@ -133,13 +204,16 @@ typedef struct tg_sym_result {
    * line (the PLT entry has none). */
   size_t modules, modules_found, frames, frames_named, frames_with_line,
       frames_plt;
+  /* The run's refusals and debuginfod use: the caller's *o->stats when it
+   * gave one, else counted here. */
+  tg_sym_stats_t stats;
 } tg_sym_result_t;
 
 /* 0, or -ETIMEDOUT / -ECANCELED when |o| says to stop now. */
 int tg_sym_should_stop(const tg_sym_opts_t *o);
 
 /* Walks the trace read from |fd| (from its current position to its end,
- * in 64 KiB pieces), copying each piece to |copy_fd| unless it is -1, and
+ * in 64 KiB pieces, |o|'s deadline asked at each packet), copying each piece to |copy_fd| unless it is -1, and
  * files every frame's rel_pc under its module (tg_sym_finish_collect
  * included). Returns 0, TG_EPARSE or -E2BIG (a damaged or too large
  * trace), -ETIMEDOUT / -ECANCELED (|o|), -ENOMEM, a negative errno of

@@ -2,7 +2,10 @@
 /* Debug files by build id and libdw's answers for a module's addresses
  * (symbolize.h). A file is used only when its GNU build id is the
  * mapping's: a file of the same path from another build would name the
- * wrong functions. */
+ * wrong functions. Every file is opened here, through tg_sym_open, and
+ * handed to libelf and libdwfl as a descriptor: their callbacks that
+ * would look for files themselves (by build id, by debuglink, through
+ * debuginfod when DEBUGINFOD_URLS is set) all decline. */
 #include <dlfcn.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -13,7 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/elf_plt.h"
@@ -37,7 +40,16 @@ int tg_sym_build_id_path(const char *dir, const uint8_t *id, size_t len,
 }
 
 /* The offline Dwfl reports one file that holds everything it has: no
- * separate debug file is searched for (the caller chose it by build id). */
+ * separate debug file is searched for (the caller chose it by build id),
+ * and no main file either (the module is reported with its descriptor). */
+static int no_elf(Dwfl_Module *mod, void **userdata, const char *modname,
+                  Dwarf_Addr base, char **file_name, Elf **elfp) {
+  (void)mod, (void)userdata, (void)modname, (void)base;
+  *file_name = NULL;
+  *elfp = NULL;
+  return -1;
+}
+
 static int no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
                         Dwarf_Addr base, const char *file_name,
                         const char *debuglink_file, GElf_Word debuglink_crc,
@@ -48,16 +60,28 @@ static int no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
 }
 
 static const Dwfl_Callbacks offline_cb = {
-    .find_elf = dwfl_build_id_find_elf,
+    .find_elf = no_elf,
     .find_debuginfo = no_debuginfo,
     .section_address = dwfl_offline_section_address,
 };
 
+/* tg_sym_open, its refusal counted once per module and reason. */
+static int open_file(const char *path, bool named, tg_sym_module_t *m,
+                     const tg_sym_opts_t *o) {
+  tg_sym_refusal_t why;
+  int fd = tg_sym_open(path, named, &why);
+  if (fd < 0 && why != TG_SYM_REFUSED_NONE && m->refused != why) {
+    m->refused = why;
+    if (o->stats) o->stats->refused[why]++;
+  }
+  return fd;
+}
+
 /* Whether |path| is an ELF file with |m|'s build id and, when
- * |need_names|, a .symtab or DWARF. */
-static bool file_matches(const char *path, const tg_sym_module_t *m,
-                         bool need_names) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+ * |need_names|, a .symtab or DWARF. |named|: the trace chose the path. */
+static bool file_matches(const char *path, bool named, tg_sym_module_t *m,
+                         const tg_sym_opts_t *o, bool need_names) {
+  int fd = open_file(path, named, m, o);
   if (fd < 0) return false;
   bool ok = false;
   Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
@@ -95,6 +119,9 @@ typedef struct dbgf {
   void *(*begin)(void);
   int (*find)(void *, const unsigned char *, int, char **);
   void (*end)(void *);
+  void (*set_progressfn)(void *, int (*)(void *, long, long));
+  void (*set_user_data)(void *, void *);
+  void *(*get_user_data)(void *);
 } dbgf_t;
 
 static dbgf_t dbgf;
@@ -107,30 +134,93 @@ static bool dbgf_open(void) {
   *(void **)&dbgf.begin = dlsym(lib, "debuginfod_begin");
   *(void **)&dbgf.find = dlsym(lib, "debuginfod_find_debuginfo");
   *(void **)&dbgf.end = dlsym(lib, "debuginfod_end");
-  dbgf.ok = dbgf.begin && dbgf.find && dbgf.end;
+  *(void **)&dbgf.set_progressfn = dlsym(lib, "debuginfod_set_progressfn");
+  *(void **)&dbgf.set_user_data = dlsym(lib, "debuginfod_set_user_data");
+  *(void **)&dbgf.get_user_data = dlsym(lib, "debuginfod_get_user_data");
+  /* Without the progress callback no cap could cut a download short. */
+  dbgf.ok = dbgf.begin && dbgf.find && dbgf.end && dbgf.set_progressfn &&
+            dbgf.set_user_data && dbgf.get_user_data;
   if (!dbgf.ok) dlclose(lib);
   return dbgf.ok;
 }
 
-/* The file from debuginfod (its cache), or NULL. */
-static char *from_debuginfod(const tg_sym_module_t *m) {
-  if (!dbgf_open()) return NULL;
-  char *path = NULL;
-  void *c = dbgf.begin();
-  if (c) {
-    int fd = dbgf.find(c, m->build_id, (int)m->build_id_len, &path);
-    if (fd >= 0) {
-      close(fd);
-    } else {
-      free(path);
-      path = NULL;
-    }
-    dbgf.end(c);
+static uint64_t now_ns(const tg_sym_opts_t *o) {
+  return tg_clock_ns(o->clock ? o->clock : &tg_clock_monotonic);
+}
+
+/* One lookup's share of the run's caps, read by its progress callback. */
+typedef struct dbgf_lookup {
+  const tg_sym_opts_t *o;
+  uint64_t start_ns, ns_left, bytes_left;
+  uint64_t got; /* bytes downloaded, as the callback last heard */
+  bool transferred, capped;
+} dbgf_lookup_t;
+
+/* libdebuginfod calls it during a transfer (about once a second while
+ * it waits): non-zero cuts the lookup short. The byte and time caps are
+ * enforced here and not through DEBUGINFOD_MAXSIZE / DEBUGINFOD_MAXTIME:
+ * those are read from the environment, which a pool thread must not
+ * change while others read it. */
+static int dbgf_progress(void *client, long a, long b) {
+  dbgf_lookup_t *l = dbgf.get_user_data(client);
+  l->transferred = true;
+  if (a > 0 && (uint64_t)a > l->got) l->got = (uint64_t)a;
+  if (tg_sym_should_stop(l->o)) return 1;
+  if (l->got > l->bytes_left || (b > 0 && (uint64_t)b > l->bytes_left) ||
+      now_ns(l->o) - l->start_ns >= l->ns_left) {
+    l->capped = true;
+    return 1;
   }
+  return 0;
+}
+
+static uint64_t or_default(uint64_t v, uint64_t dflt) { return v ? v : dflt; }
+
+/* The file from debuginfod (its cache), or NULL: asked only while the
+ * run's caps (o->stats counts against them) leave room. */
+static char *from_debuginfod(const tg_sym_module_t *m, const tg_sym_opts_t *o) {
+  tg_sym_stats_t *st = o->stats;
+  if (!st) return NULL;
+  uint64_t max_n = or_default(o->debuginfod_max_lookups,
+                              TG_SYM_DEBUGINFOD_MAX_LOOKUPS);
+  uint64_t max_b = or_default(o->debuginfod_max_bytes,
+                              TG_SYM_DEBUGINFOD_MAX_BYTES);
+  uint64_t max_ns = or_default(o->debuginfod_max_ns,
+                               TG_SYM_DEBUGINFOD_MAX_S * 1000000000ull);
+  if (st->debuginfod_lookups >= max_n || st->debuginfod_bytes >= max_b ||
+      st->debuginfod_ns >= max_ns) {
+    st->debuginfod_refused++;
+    return NULL;
+  }
+  if (!dbgf_open()) return NULL;
+  void *c = dbgf.begin();
+  if (!c) return NULL;
+  st->debuginfod_lookups++;
+  dbgf_lookup_t l = {.o = o, .start_ns = now_ns(o),
+                     .ns_left = max_ns - st->debuginfod_ns,
+                     .bytes_left = max_b - st->debuginfod_bytes};
+  dbgf.set_user_data(c, &l);
+  dbgf.set_progressfn(c, dbgf_progress);
+  char *path = NULL;
+  int fd = dbgf.find(c, m->build_id, (int)m->build_id_len, &path);
+  if (fd >= 0) {
+    struct stat sb;
+    /* The last progress call may precede the transfer's last bytes. */
+    if (l.transferred && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size > l.got)
+      l.got = (uint64_t)sb.st_size;
+    close(fd);
+  } else {
+    free(path);
+    path = NULL;
+  }
+  dbgf.end(c);
+  st->debuginfod_ns += now_ns(o) - l.start_ns;
+  st->debuginfod_bytes += l.got;
+  st->debuginfod_cut += l.capped;
   return path;
 }
 
-static char *find_file(const tg_sym_module_t *m, const tg_sym_opts_t *o,
+static char *find_file(tg_sym_module_t *m, const tg_sym_opts_t *o,
                        tg_sym_source_t *src) {
   char p[TG_SYM_MAX_PATH + 128];
   /* libelf refuses every file until told the ELF version in use. */
@@ -139,18 +229,19 @@ static char *find_file(const tg_sym_module_t *m, const tg_sym_opts_t *o,
     for (size_t i = 0; i < o->n_debug_dirs; i++)
       if (tg_sym_build_id_path(o->debug_dirs[i], m->build_id, m->build_id_len,
                                p, sizeof(p)) == 0 &&
-          file_matches(p, m, true)) {
+          file_matches(p, false, m, o, true)) {
         *src = TG_SYM_SRC_BUILD_ID;
         return strdup(p);
       }
   if (o->module_files && m->build_id_len && m->path[0] == '/' &&
-      file_matches(m->path, m, true)) {
+      file_matches(m->path, true, m, o, true)) {
     *src = TG_SYM_SRC_MODULE;
     return strdup(m->path);
   }
   if (o->debuginfod && m->build_id_len) {
-    char *d = from_debuginfod(m);
-    if (d && file_matches(d, m, true)) {
+    char *d = from_debuginfod(m, o);
+    if (d && file_matches(d, false, m, o, true)) {
+      if (o->stats) o->stats->debuginfod_found++;
       *src = TG_SYM_SRC_DEBUGINFOD;
       return d;
     }
@@ -233,9 +324,10 @@ static int resolve_addr(Dwfl_Module *mod, Dwarf_Addr addr, tg_sym_addr_t *out) {
 }
 
 /* The PLT entry names of the file at |path| (libelf's image of it). */
-static int plt_of_file(const char *path, tg_plt_t *out) {
+static int plt_of_file(const char *path, bool named, tg_sym_module_t *m,
+                       const tg_sym_opts_t *o, tg_plt_t *out) {
   memset(out, 0, sizeof(*out));
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = open_file(path, named, m, o);
   if (fd < 0) return 0;
   int rv = 0;
   Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
@@ -252,13 +344,13 @@ static int plt_of_file(const char *path, tg_plt_t *out) {
  * PLT's relocations and symbols, else from the module's own file (same
  * build id), which keeps them when stripped; --only-keep-debug files
  * have those sections as SHT_NOBITS. */
-static int plt_of_module(const tg_sym_module_t *m, const char *path,
+static int plt_of_module(tg_sym_module_t *m, const char *path, bool named,
                          const tg_sym_opts_t *o, tg_plt_t *out) {
-  int rv = plt_of_file(path, out);
+  int rv = plt_of_file(path, named, m, o, out);
   if (rv || out->n) return rv;
   if (o->module_files && m->path[0] == '/' && strcmp(m->path, path) != 0 &&
-      file_matches(m->path, m, false))
-    rv = plt_of_file(m->path, out);
+      file_matches(m->path, true, m, o, false))
+    rv = plt_of_file(m->path, true, m, o, out);
   return rv;
 }
 
@@ -269,9 +361,14 @@ int tg_sym_resolve(tg_sym_module_t *m, const tg_sym_opts_t *o) {
   char *path = find_file(m, o, &m->source);
   if (!path) return 0;
   m->debug_file = path;
+  bool named = m->source == TG_SYM_SRC_MODULE;
   Dwfl *dwfl = dwfl_begin(&offline_cb);
   if (!dwfl) return -ENOMEM;
-  Dwfl_Module *mod = dwfl_report_offline(dwfl, "", path, -1);
+  /* Given a descriptor, libdwfl keeps it on success and leaves it to us
+   * on failure. */
+  int fd = open_file(path, named, m, o);
+  Dwfl_Module *mod = fd >= 0 ? dwfl_report_offline(dwfl, "", path, fd) : NULL;
+  if (!mod && fd >= 0) close(fd);
   dwfl_report_end(dwfl, NULL, NULL);
   GElf_Addr bias = 0;
   if (!mod || !dwfl_module_getelf(mod, &bias)) {
@@ -281,11 +378,11 @@ int tg_sym_resolve(tg_sym_module_t *m, const tg_sym_opts_t *o) {
     return 0;
   }
   tg_plt_t plt;
-  int rv = plt_of_module(m, path, o, &plt);
+  int rv = plt_of_module(m, path, named, o, &plt);
   m->addrs = calloc(m->n_pcs ? m->n_pcs : 1, sizeof(*m->addrs));
   if (!m->addrs) rv = -ENOMEM;
   for (size_t i = 0; i < m->n_pcs && !rv; i++) {
-    if ((i & 255) == 255 && (rv = tg_sym_should_stop(o))) break;
+    if ((rv = tg_sym_should_stop(o))) break;
     tg_sym_addr_t *a = &m->addrs[m->n_addrs];
     a->rel_pc = m->pcs[i];
     /* A PLT entry has a name and no source line; DWARF does not cover it and
@@ -309,8 +406,5 @@ int tg_sym_should_stop(const tg_sym_opts_t *o) {
   if (o->cancel && atomic_load_explicit(o->cancel, memory_order_relaxed))
     return -ECANCELED;
   if (!o->deadline_ns) return 0;
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-  return now >= o->deadline_ns ? -ETIMEDOUT : 0;
+  return now_ns(o) >= o->deadline_ns ? -ETIMEDOUT : 0;
 }

@@ -723,6 +723,16 @@ static void config_symbolize(void **state) {
   tg_coll_config_free(c);
   expect_extra_ok("symbolize = debuginfod\n", c);
   assert_int_equal(c->symbolize, TG_COLL_SYMBOLIZE_DEBUGINFOD);
+  assert_int_equal(c->symbolize_debuginfod_lookups, 256);
+  assert_int_equal(c->symbolize_debuginfod_bytes, 1ull << 30);
+  assert_int_equal(c->symbolize_debuginfod_time_ms, 120000);
+  tg_coll_config_free(c);
+  expect_extra_ok("symbolize = debuginfod\nsymbolize_debuginfod_lookups = 8\n"
+                  "symbolize_debuginfod_bytes = 64M\n"
+                  "symbolize_debuginfod_time = 30s\n", c);
+  assert_int_equal(c->symbolize_debuginfod_lookups, 8);
+  assert_int_equal(c->symbolize_debuginfod_bytes, 64u << 20);
+  assert_int_equal(c->symbolize_debuginfod_time_ms, 30000);
   tg_coll_config_free(c);
   expect_extra_ok("symbolize = off\n", c);
   assert_int_equal(c->symbolize, TG_COLL_SYMBOLIZE_OFF);
@@ -741,6 +751,15 @@ static void config_symbolize(void **state) {
                      "symbolize_timeout: expected");
   expect_extra_error("symbolize = local\nsymbolize_timeout = 2h\n", 5,
                      "symbolize_timeout: expected");
+  expect_extra_error("symbolize = local\nsymbolize_debuginfod_lookups = 8\n",
+                     5, "symbolize_debuginfod_lookups: expected symbolize = "
+                     "debuginfod");
+  expect_extra_error("symbolize = debuginfod\n"
+                     "symbolize_debuginfod_lookups = 0\n", 5,
+                     "symbolize_debuginfod_lookups: expected");
+  expect_extra_error("symbolize = debuginfod\n"
+                     "symbolize_debuginfod_time = 2h\n", 5,
+                     "symbolize_debuginfod_time: expected");
   c = malloc(sizeof(*c));
   assert_non_null(c);
   expect_extra_ok("symbolize = local\nbucket = s3://bkt\n", c);

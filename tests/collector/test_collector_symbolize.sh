@@ -27,7 +27,11 @@
 #  - symbolize = debuginfod against a server that never answers, the
 #    collector killed (SIGKILL) while the symbolization runs, started
 #    again with symbolize = local: the snapshot is queued again at start
-#    and its frames named.
+#    and its frames named;
+#  - symbolize = debuginfod against that server with
+#    symbolize_debuginfod_time = 1s: the first lookup is cut short, the
+#    others not made, and the snapshot symbolized all the same, the
+#    counts in the API's "debuginfod" and the metrics.
 #
 # Skipped (exit 77), with the reason, where perf_event_open is refused,
 # without a C compiler, objcopy, strip or readelf, and where PERFETTO_BIN
@@ -80,6 +84,11 @@ assert s["state"] == "done", s
 assert s["frames"] > 0 and s["frames_named"] > 0 and s["frames_with_line"] > 0, s
 assert 0 <= s["frames_plt"] <= s["frames_named"] - s["frames_with_line"], s
 assert s["bytes"] > 0, s
+# Files the trace named and symbolize did not open, by reason, and what
+# debuginfod was asked (nothing: symbolize = local).
+assert sorted(s["refused"]) == ["dotdot", "kernel_fs", "not_regular"], s
+assert all(isinstance(v, int) for v in s["refused"].values()), s
+assert s["debuginfod"]["lookups"] == 0 and s["debuginfod"]["refused"] == 0, s
 assert d["snapshot"]["state"] == "complete", d
 assert all(h["problems"] == [] for h in d["hosts"]), d["hosts"]
 print("test_collector_symbolize: %d of %d frames named" % (s["frames_named"], s["frames"]))
@@ -96,8 +105,15 @@ sym=$(wc -c <"$WORK/store-on/snapshots/$SNAP_ID.symbols")
 cmp -n "$size" "$(stored on)" "$WORK/on.pftrace" || die "the whole trace does not begin with the stored file"
 tail -c "$sym" "$WORK/on.pftrace" | cmp - "$WORK/store-on/snapshots/$SNAP_ID.symbols" ||
   die "the whole trace does not end with the symbols"
-curl -sf "${API%/api/v1}/metrics" | grep -q '^tracegate_collector_symbolized_total{outcome="stored"} 1$' ||
+curl -sf "${API%/api/v1}/metrics" >"$WORK/on.metrics" || die "GET /metrics"
+grep -q '^tracegate_collector_symbolized_total{outcome="stored"} 1$' "$WORK/on.metrics" ||
   die "the metrics do not count the symbols stored"
+for m in 'symbolize_refused_total{reason="not_regular"}' \
+         'symbolize_debuginfod_lookups_total{outcome="refused"} 0' \
+         'symbolize_debuginfod_bytes_total 0' 'symbolize_debuginfod_seconds_total'; do
+  grep -qF "tracegate_collector_$m" "$WORK/on.metrics" ||
+    die "the metrics lack tracegate_collector_$m"
+done
 stop_clean "$COLL_PID" "the collector (on)" "$WORK/on.log"
 
 # --- symbolize off ------------------------------------------------------------------
@@ -152,6 +168,29 @@ PY
 curl -sf "$API/snapshots/$SNAP_ID/trace" -o "$WORK/rs.pftrace" || die "GET the trace"
 [ -z "$(ls "$WORK/store-rs/tmp")" ] || die "tmp/ keeps $(ls "$WORK/store-rs/tmp")"
 stop_clean "$COLL_PID" "the collector (rs)" "$WORK/rs.log"
+
+# --- debuginfod's time cap --------------------------------------------------------
+# A server of its own (the port file is new, not the last one's) and an
+# empty cache: each module found nowhere else is a lookup that hangs.
+rm -f "$WORK/silent.port"
+silent_debuginfod
+export DEBUGINFOD_CACHE_PATH="$WORK/debuginfod-cache-cap"
+snapshot cap "symbolize = debuginfod
+symbolize_debuginfod_time = 1s"
+symbols_settled >"$WORK/cap.row.json"
+unset DEBUGINFOD_URLS
+python3 - "$WORK/cap.row.json" <<'PY' || die "debuginfod's time cap: $(cat "$WORK/cap.row.json")"
+import json, sys
+s = json.load(open(sys.argv[1]))["symbols"]
+assert s["state"] == "done", s
+g = s["debuginfod"]
+assert g["lookups"] == 1 and g["cut"] == 1 and g["found"] == 0, g
+assert g["ms"] >= 1000, g
+PY
+curl -sf "${API%/api/v1}/metrics" |
+  grep -q '^tracegate_collector_symbolize_debuginfod_lookups_total{outcome="cut"} 1$' ||
+  die "the metrics do not count the lookup cut short"
+stop_clean "$COLL_PID" "the collector (cap)" "$WORK/cap.log"
 # A start with the symbols there and a failure recorded: nothing queued.
 collector_start bad "symbolize = local
 symbolize_debug_dir = no-such-dir"
