@@ -290,7 +290,8 @@ int tg_coll_store_rebuild(tg_coll_store_t *s, tg_coll_rebuild_fn fn,
       err = 0;
       what = TG_COLL_REBUILT_NO_SIDECAR;
       TG_WARN("%s snapshot %016llx: a trace without a sidecar in the bucket;"
-              " kept, no row", TG_NOTE(COLLECTOR_REBUILD_NO_SIDECAR),
+              " kept, no row, its id not reserved",
+              TG_NOTE(COLLECTOR_REBUILD_NO_SIDECAR),
               (unsigned long long)e->id);
     } else if ((err = rebuild_one(s, e, out, &what, why, sizeof why))) {
       break;
