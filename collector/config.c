@@ -51,6 +51,9 @@ typedef enum kind {
   K_FIELDS,   /* char[]: tg_trace_schema_allow() names */
   K_BUCKET,   /* s3_bucket, s3_prefix: parse_bucket() */
   K_SYMBOLIZE, /* uint32_t: tg_coll_symbolize_t */
+  K_BOOL,      /* bool: true or false */
+  K_PRESIGN,   /* int64_t: off, on (TG_COLL_PRESIGN_DEFAULT_MS) or a
+                * DURATION as K_DURATION's */
 } kind_t;
 
 /* The scalar keys, in the table's order. */
@@ -103,6 +106,7 @@ typedef enum key_id {
   KEY_S3_REGION,
   KEY_S3_CREDENTIALS_FILE,
   KEY_S3_PRESIGN,
+  KEY_S3_ALLOW_PLAIN_HTTP,
   KEY_CHECK_TRACE_PROCESSOR,
   KEY_CHECK_TIMEOUT,
   KEY_CHECK_MEMORY,
@@ -273,9 +277,12 @@ static const key_def_t KEYS[KEY_COUNT] = {
                        NAME_EXPECT, NULL},
     [KEY_S3_CREDENTIALS_FILE] = PATH_KEY("s3_credentials_file",
                                          s3_credentials_file, NULL),
-    [KEY_S3_PRESIGN] = {"s3_presign", K_DURATION, NUM_FIELD(s3_presign_ms),
-                        MS_PER_S, 7LL * 24 * 3600 * MS_PER_S, true,
-                        "0 or a duration from 1s to 7d", NULL},
+    [KEY_S3_PRESIGN] = {"s3_presign", K_PRESIGN, NUM_FIELD(s3_presign_ms),
+                        TG_COLL_PRESIGN_MIN_MS, TG_COLL_PRESIGN_MAX_MS, true,
+                        "off, on (15m) or a duration from 60s to 7d", NULL},
+    [KEY_S3_ALLOW_PLAIN_HTTP] = {"s3_allow_plain_http", K_BOOL,
+                                 NUM_FIELD(s3_allow_plain_http), 0, 0, false,
+                                 "true or false", NULL},
     [KEY_CHECK_TRACE_PROCESSOR] = PATH_KEY("check_trace_processor",
                                            check_trace_processor, NULL),
     [KEY_CHECK_TIMEOUT] = {"check_timeout", K_DURATION,
@@ -519,6 +526,31 @@ static bool set_path(const parser_t *p, char *out, size_t cap,
   return w >= 0 && (size_t)w < cap;
 }
 
+/* Whether the |hn| bytes at |h| (no brackets) are an address or a DNS
+ * name: false if neither; else *loopback says whether it is 127.0.0.0/8,
+ * ::1 (or ::ffff:127.x) or "localhost". |v6|: it was bracketed, so only
+ * an IPv6 literal will do. */
+static bool host_loopback(const char *h, size_t hn, bool v6, bool *loopback) {
+  char a[TG_COLL_CONFIG_LISTEN_HOST_MAX + 1];
+  if (hn == 0 || hn > TG_COLL_CONFIG_LISTEN_HOST_MAX) return false;
+  memcpy(a, h, hn);
+  a[hn] = 0;
+  struct in_addr a4;
+  struct in6_addr a6;
+  if (v6) {
+    if (inet_pton(AF_INET6, a, &a6) != 1) return false;
+    *loopback = IN6_IS_ADDR_LOOPBACK(&a6) ||
+                (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+  } else if (inet_pton(AF_INET, a, &a4) == 1) {
+    *loopback = (ntohl(a4.s_addr) >> 24) == 127;
+  } else if (dns_name_ok(a, hn)) {
+    *loopback = !strcasecmp(a, "localhost");
+  } else {
+    return false;
+  }
+  return true;
+}
+
 /* HOST:PORT or [IPV6]:PORT into |out| (no brackets; room for
  * TG_COLL_CONFIG_LISTEN_HOST_MAX bytes), *port, *v6 and *loopback. */
 static bool parse_host_port(const char *v, char *out, uint16_t *port_out,
@@ -540,28 +572,38 @@ static bool parse_host_port(const char *v, char *out, uint16_t *port_out,
   if (hn == 0 || hn > TG_COLL_CONFIG_LISTEN_HOST_MAX ||
       !dec(colon + 1, strlen(colon + 1), UINT16_MAX, &port))
     return false;
-  char h[TG_COLL_CONFIG_LISTEN_HOST_MAX + 1];
-  memcpy(h, host, hn);
-  h[hn] = 0;
   bool loopback;
-  struct in_addr a4;
-  struct in6_addr a6;
-  if (v6) {
-    if (inet_pton(AF_INET6, h, &a6) != 1) return false;
-    loopback = IN6_IS_ADDR_LOOPBACK(&a6) ||
-               (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
-  } else if (inet_pton(AF_INET, h, &a4) == 1) {
-    loopback = (ntohl(a4.s_addr) >> 24) == 127;
-  } else if (dns_name_ok(h, hn)) {
-    loopback = !strcasecmp(h, "localhost");
-  } else {
-    return false;
-  }
-  memcpy(out, h, hn + 1);
+  if (!host_loopback(host, hn, v6, &loopback)) return false;
+  memcpy(out, host, hn);
+  out[hn] = 0;
   *port_out = (uint16_t)port;
   *v6_out = v6;
   *loopback_out = loopback;
   return true;
+}
+
+/* Whether s3_endpoint's |url| (url_ok, no path) is http:// to a loopback
+ * host. An authority this cannot take apart (a user part, a port that is
+ * not a number) counts as remote: the check fails closed. */
+static bool plain_http_to_loopback(const char *url) {
+  if (strncmp(url, "http://", 7) != 0) return false;
+  const char *a = url + 7, *h = a, *rest;
+  bool v6 = a[0] == '[';
+  if (v6) {
+    const char *close = strchr(a, ']');
+    if (!close) return false;
+    h = a + 1;
+    rest = close + 1;
+  } else {
+    rest = a + strcspn(a, ":");
+  }
+  size_t hn = (size_t)(rest - h) - (v6 ? 1 : 0);
+  uint64_t port;
+  if (*rest && (*rest != ':' || !dec(rest + 1, strlen(rest + 1), UINT16_MAX,
+                                     &port)))
+    return false;
+  bool loopback;
+  return host_loopback(h, hn, v6, &loopback) && loopback;
 }
 
 static bool parse_listen(const char *v, tg_coll_config_t *c) {
@@ -614,7 +656,13 @@ static int set_scalar(parser_t *p, key_id_t id, const char *v) {
       why = "out of range";
     }
     break;
+  case K_PRESIGN:
   case K_DURATION: {
+    if (k->kind == K_PRESIGN && (!strcmp(v, "off") || !strcmp(v, "on"))) {
+      *(int64_t *)(void *)field = v[1] == 'n' ? TG_COLL_PRESIGN_DEFAULT_MS : 0;
+      ok = true;
+      break;
+    }
     /* No unit goes without saying: a number alone is 0 or refused. */
     ok = tg_units_parse_duration(v, 0, &u, &why) == 0;
     if (ok && (u == 0 ? !k->zero_ok
@@ -642,6 +690,10 @@ static int set_scalar(parser_t *p, key_id_t id, const char *v) {
          copy(field, k->cap, v);
     break;
   }
+  case K_BOOL:
+    ok = !strcmp(v, "true") || !strcmp(v, "false");
+    if (ok) *(bool *)(void *)field = v[0] == 't';
+    break;
   case K_SYMBOLIZE:
     ok = true;
     if (!strcmp(v, "off"))
@@ -958,7 +1010,8 @@ static int finish(parser_t *p) {
                   "%s: expected perf_boost_window too (without it there is "
                   "no boost to tune)", KEYS[boost_keys[i]].name);
   static const key_id_t s3_keys[] = {KEY_S3_ENDPOINT, KEY_S3_REGION,
-                                     KEY_S3_CREDENTIALS_FILE, KEY_S3_PRESIGN};
+                                     KEY_S3_CREDENTIALS_FILE, KEY_S3_PRESIGN,
+                                     KEY_S3_ALLOW_PLAIN_HTTP};
   for (size_t i = 0; i < sizeof s3_keys / sizeof s3_keys[0]; i++)
     if (p->seen[s3_keys[i]] && !p->seen[KEY_BUCKET])
       return fail(p, p->seen[s3_keys[i]], "%s: expected bucket too",
@@ -966,6 +1019,16 @@ static int finish(parser_t *p) {
   if (p->seen[KEY_S3_ENDPOINT] && strchr(strstr(c->s3_endpoint, "//") + 2, '/'))
     return fail(p, p->seen[KEY_S3_ENDPOINT],
                 "s3_endpoint: expected %s", KEYS[KEY_S3_ENDPOINT].expect);
+  /* Over plain HTTP anyone on the path reads the snapshots, the presigned
+   * URLs handed out, and feeds the collector (and a rebuild) objects of
+   * their own: loopback only, unless the file says it knows. */
+  if (p->seen[KEY_S3_ENDPOINT] && !strncmp(c->s3_endpoint, "http://", 7) &&
+      !c->s3_allow_plain_http && !plain_http_to_loopback(c->s3_endpoint))
+    return fail(p, p->seen[KEY_S3_ENDPOINT],
+                "s3_endpoint: expected https:// or a loopback host "
+                "(127.0.0.0/8, ::1, localhost) for http://, unless "
+                "s3_allow_plain_http = true (plain HTTP exposes the "
+                "snapshots and presigned URLs on the network)");
   if (c->symbolize == TG_COLL_SYMBOLIZE_OFF) {
     unsigned l = p->debug_dir_line ? p->debug_dir_line
                                    : p->seen[KEY_SYMBOLIZE_TIMEOUT];

@@ -112,11 +112,16 @@
  *                      into store's snapshots/ (store keeps the lock, the
  *                      SQLite catalog if that is the catalog, and tmp/)
  *     s3_endpoint      http:// or https:// URL without a path, default
- *                      https://s3.REGION.amazonaws.com; only with bucket
+ *                      https://s3.REGION.amazonaws.com; http:// only to a
+ *                      loopback host (as listen's) unless
+ *                      s3_allow_plain_http; only with bucket
+ *     s3_allow_plain_http  true or false (the default): s3_endpoint may be
+ *                      http:// to any host; only with bucket
  *     s3_region        NAME, default us-east-1; only with bucket
- *     s3_presign       DURATION, 0 (off, the default) or 1s..7d: a whole
- *                      snapshot's /trace redirects to a presigned URL of
- *                      the object valid that long; only with bucket
+ *     s3_presign       off (the default; also 0), on (15m) or a DURATION
+ *                      60s..7d: a whole snapshot's /trace redirects to a
+ *                      presigned URL of the object valid that long (no
+ *                      revocation reaches an issued URL); only with bucket
  *     s3_credentials_file  PATH: AWS_ACCESS_KEY_ID=... and
  *                      AWS_SECRET_ACCESS_KEY=... lines, readable by its
  *                      owner alone; default: those environment variables;
@@ -210,6 +215,14 @@ typedef enum tg_coll_symbolize {
 #define TG_COLL_BOOST_FREQUENCY_MAX 4000
 #define TG_COLL_BOOST_BUFFER_MIN (64u << 10)
 #define TG_COLL_BOOST_BUFFER_MAX (1u << 30)
+
+/* s3_presign's range and what "on" means: an issued URL outlives any
+ * revocation of its holder's role, so "on" keeps that window short. The
+ * least is a minute so that a clock a few seconds off between collector
+ * and bucket does not make a URL that expires as it is handed out. */
+#define TG_COLL_PRESIGN_DEFAULT_MS (15LL * 60 * 1000)
+#define TG_COLL_PRESIGN_MIN_MS (60LL * 1000)
+#define TG_COLL_PRESIGN_MAX_MS (7LL * 24 * 3600 * 1000) /* S3's most */
 
 /* The implicit group of every host in the inventory. */
 #define TG_COLL_CONFIG_GROUP_ALL "all"
@@ -321,8 +334,11 @@ typedef struct tg_coll_config {
   char s3_region[TG_COLL_CONFIG_NAME_MAX + 1];   /* default us-east-1 */
   char s3_credentials_file[TG_COLL_CONFIG_PATH_MAX + 1]; /* "": env */
   /* > 0: /trace of a whole snapshot redirects (302) to a presigned URL
-   * valid this long (1s..7d); 0: the collector serves the bytes. */
+   * valid this long (TG_COLL_PRESIGN_MIN_MS..MAX_MS); 0: the collector
+   * serves the bytes. */
   int64_t s3_presign_ms;
+  /* s3_endpoint may be http:// to a host beyond loopback. */
+  bool s3_allow_plain_http;
   /* The import check of each stored snapshot (daemon/import_check.h):
    * off while the path is "". */
   char check_trace_processor[TG_COLL_CONFIG_PATH_MAX + 1];

@@ -99,11 +99,10 @@ static int from_env(tg_s3_credentials_t *out, char *why, size_t cap) {
   return 0;
 }
 
-int tg_s3_credentials_load(const char *path, tg_s3_credentials_t *out,
-                           char *why, size_t cap) {
-  memset(out, 0, sizeof *out);
-  if (cap) why[0] = '\0';
-  if (!path || !*path) return from_env(out, why, cap);
+/* |path| read and parsed. |own_mode|: refused unless only its owner may
+ * read or write it. */
+static int from_file(const char *path, bool own_mode,
+                     tg_s3_credentials_t *out, char *why, size_t cap) {
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) {
     int err = -errno;
@@ -120,7 +119,7 @@ int tg_s3_credentials_load(const char *path, tg_s3_credentials_t *out,
   } else if (!S_ISREG(st.st_mode)) {
     err = -EINVAL;
     snprintf(why, cap, "not a regular file");
-  } else if (st.st_mode & 077) {
+  } else if (own_mode && (st.st_mode & 077)) {
     err = -EPERM;
     snprintf(why, cap,
              "its group or others may read or write it (mode %03o): it "
@@ -143,6 +142,34 @@ int tg_s3_credentials_load(const char *path, tg_s3_credentials_t *out,
   OPENSSL_cleanse(buf, sizeof buf);
   close(fd);
   return err;
+}
+
+/* systemd's credential: its directory is the unit's alone, and systemd
+ * grants the unit's user read access by an ACL on a root-owned 0400 file,
+ * which shows as group-readable (the ACL's mask): so its mode is not
+ * checked. Absent (-ENOENT): the environment's turn. */
+static int from_credential(tg_s3_credentials_t *out, char *why, size_t cap) {
+  const char *dir = getenv("CREDENTIALS_DIRECTORY");
+  if (!dir || !*dir) return -ENOENT;
+  char path[4096], inner[256];
+  int n = snprintf(path, sizeof path, "%s/%s", dir, TG_S3_CREDENTIAL_NAME);
+  if (n < 0 || (size_t)n >= sizeof path) {
+    snprintf(why, cap, "$CREDENTIALS_DIRECTORY is too long");
+    return -ENAMETOOLONG;
+  }
+  if (access(path, F_OK) != 0 && errno == ENOENT) return -ENOENT;
+  int err = from_file(path, false, out, inner, sizeof inner);
+  if (err) snprintf(why, cap, "%s: %s", path, inner);
+  return err;
+}
+
+int tg_s3_credentials_load(const char *path, tg_s3_credentials_t *out,
+                           char *why, size_t cap) {
+  memset(out, 0, sizeof *out);
+  if (cap) why[0] = '\0';
+  if (path && *path) return from_file(path, true, out, why, cap);
+  int err = from_credential(out, why, cap);
+  return err == -ENOENT ? from_env(out, why, cap) : err;
 }
 
 void tg_s3_credentials_clear(tg_s3_credentials_t *c) {

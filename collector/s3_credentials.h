@@ -1,6 +1,7 @@
 /* The keys the collector signs its bucket requests with: from a file
- * (s3_credentials_file) or from the environment, never from a command
- * line or a log line.
+ * (s3_credentials_file), from systemd's credential
+ * TG_S3_CREDENTIAL_NAME (LoadCredential=; the same text) or from the
+ * environment, never from a command line or a log line.
  *
  * The file: lines "AWS_ACCESS_KEY_ID=..." and "AWS_SECRET_ACCESS_KEY=..."
  * (blanks around '=' allowed; blank lines and lines starting with '#'
@@ -16,6 +17,8 @@
 
 #define TG_S3_CREDENTIAL_MAX 128
 #define TG_S3_CREDENTIALS_FILE_MAX 4096
+/* The file's name in $CREDENTIALS_DIRECTORY. */
+#define TG_S3_CREDENTIAL_NAME "s3_credentials"
 
 typedef struct tg_s3_credentials {
   char access_key[TG_S3_CREDENTIAL_MAX + 1];
@@ -27,9 +30,12 @@ typedef struct tg_s3_credentials {
 int tg_s3_credentials_parse(const char *text_untrusted, size_t n,
                             tg_s3_credentials_t *out, char *why, size_t cap);
 
-/* Reads |path| (NULL or "": AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY of
- * the environment). 0, or -EPERM (the file's mode), -EINVAL (its text, or
- * a variable missing), -EFBIG, -errno; |why| says which. */
+/* Reads |path|. NULL or "": $CREDENTIALS_DIRECTORY/TG_S3_CREDENTIAL_NAME
+ * when the variable is set and the file exists (its mode unchecked:
+ * systemd keeps it to the unit's user), else AWS_ACCESS_KEY_ID and
+ * AWS_SECRET_ACCESS_KEY of the environment. 0, or -EPERM (the file's
+ * mode), -EINVAL (its text, or a variable missing), -EFBIG, -errno; |why|
+ * says which (and for the credential, its path). */
 int tg_s3_credentials_load(const char *path, tg_s3_credentials_t *out,
                            char *why, size_t cap);
 

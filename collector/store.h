@@ -312,7 +312,13 @@ typedef void (*tg_coll_rebuild_fn)(void *ctx, uint64_t i, uint64_t total,
 typedef struct tg_coll_rebuild {
   uint64_t total;      /* snapshots in the bucket (a trace or a sidecar) */
   uint64_t count[TG_COLL_REBUILT_NO_SIDECAR + 1]; /* by tg_coll_rebuilt_t */
-  uint64_t max_id;     /* the highest snapshot id in the bucket; 0: none */
+  /* The highest id with a row or a verified sidecar (present, inserted,
+   * failed): what the catalog's ids were moved past; 0: none. */
+  uint64_t max_id;
+  /* Ids in the bucket with neither (refused, no_sidecar, or only an
+   * index or symbols object): they reserve nothing. */
+  uint64_t unreserved;
+  uint64_t max_unreserved_id; /* the highest of them; 0: none */
   uint64_t bytes_read; /* of traces, read to check their crc32 */
 } tg_coll_rebuild_t;
 
@@ -320,7 +326,9 @@ typedef struct tg_coll_rebuild {
  * row of every snapshot whose sidecar parses and whose trace object is
  * the sidecar's (size and ETag by HEAD, crc32 by reading it whole); one
  * whose trace is missing or another gets a FAILED row saying why. Then
- * the catalog's allocation goes past the highest id in the bucket. Ids
+ * the catalog's allocation goes past the highest id with a row or a
+ * verified sidecar: a key's name alone (anyone who may write the bucket
+ * can make one) moves nothing, it is counted in |unreserved|. Ids
  * with a row are left alone, so a second run inserts nothing. Returns 0
  * with *out filled (also on error: what was done), -EOPNOTSUPP for a
  * directory store, or the first catalog or bucket error that stopped it

@@ -4,7 +4,13 @@
  * each snapshot's sidecar is read and checked (snap_meta.h: it is
  * untrusted), its trace is compared with what the sidecar says, and its
  * row is inserted at its id. Nothing in the bucket is written or deleted
- * here: what the catalog then says is the next open's to act on. */
+ * here: what the catalog then says is the next open's to act on.
+ *
+ * A key's name is no proof: anyone who may write the bucket can put
+ * "snapshots/7fffffffffffff00.pftrace" there. Only an id with a row, or
+ * whose sidecar parsed and named that id, moves the catalog's ids; any
+ * other is counted as unreserved and said, never taken as the id space's
+ * new floor. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -47,19 +53,18 @@ typedef struct listing {
   tg_coll_store_t *s;
   entry_t *e;
   size_t n, cap;
-  uint64_t max_id;
+  size_t snapshots; /* entries with a trace or a sidecar */
 } listing_t;
 
-/* Keys come in key order, so an id's objects are neighbours. */
+/* Keys come in key order, so an id's objects are neighbours. Every id
+ * gets an entry; one with only an index or symbols (they need no row
+ * field: the trace's index is named by the sidecar, the symbols are found
+ * by their key) is no snapshot, but its id is counted as unreserved. */
 static int on_object(void *ctx, const tg_s3_object_t *o) {
   listing_t *l = ctx;
   uint64_t id;
   tg__coll_obj_t kind;
   if (tg__coll_s3_parse_key(l->s, o->key, &id, &kind) != 0) return 0;
-  if (id > l->max_id) l->max_id = id;
-  /* An index or symbols object needs no row field: the trace's index is
-   * named by the sidecar, the symbols are found by their key. */
-  if (kind != TG__COLL_OBJ_TRACE && kind != TG__COLL_OBJ_META) return 0;
   if (!l->n || l->e[l->n - 1].id != id) {
     if (l->n == l->cap) {
       size_t cap = l->cap ? l->cap * 2 : 64;
@@ -71,12 +76,21 @@ static int on_object(void *ctx, const tg_s3_object_t *o) {
     l->e[l->n++] = (entry_t){.id = id};
   }
   entry_t *e = &l->e[l->n - 1];
+  if (!e->trace && !e->meta &&
+      (kind == TG__COLL_OBJ_TRACE || kind == TG__COLL_OBJ_META))
+    l->snapshots++;
   if (kind == TG__COLL_OBJ_TRACE) e->trace = true;
   if (kind == TG__COLL_OBJ_META) {
     e->meta = true;
     e->meta_size = o->size;
   }
   return 0;
+}
+
+/* An id in the bucket that moves nothing: counted, the highest kept. */
+static void unreserved(tg_coll_rebuild_t *out, uint64_t id) {
+  out->unreserved++;
+  if (id > out->max_unreserved_id) out->max_unreserved_id = id;
 }
 
 static int cmp_id(const void *a, const void *b) {
@@ -252,13 +266,21 @@ int tg_coll_store_rebuild(tg_coll_store_t *s, tg_coll_rebuild_fn fn,
   /* In key order already for keys of one length; sorted all the same,
    * for the promise of id order. */
   if (l.n) qsort(l.e, l.n, sizeof(*l.e), cmp_id);
-  out->total = l.n;
-  out->max_id = l.max_id;
+  out->total = l.snapshots;
+  uint64_t done = 0;
   for (size_t i = 0; !err && i < l.n; i++) {
     const entry_t *e = &l.e[i];
     char why[TG_COLL_ERROR_MAX + 64] = "";
     tg_coll_rebuilt_t what;
     tg_coll_snapshot_t row;
+    if (!e->trace && !e->meta) {
+      unreserved(out, e->id);
+      TG_WARN("%s snapshot %016llx: an index or symbols object without a"
+              " trace or sidecar in the bucket; kept, no row, its id not"
+              " reserved", TG_NOTE(COLLECTOR_REBUILD_NO_SIDECAR),
+              (unsigned long long)e->id);
+      continue;
+    }
     err = s->cat->ops->get(s->cat, e->id, &row);
     if (err == 0) {
       what = TG_COLL_REBUILT_PRESENT;
@@ -268,7 +290,8 @@ int tg_coll_store_rebuild(tg_coll_store_t *s, tg_coll_rebuild_fn fn,
       err = 0;
       what = TG_COLL_REBUILT_NO_SIDECAR;
       TG_WARN("%s snapshot %016llx: a trace without a sidecar in the bucket;"
-              " kept, no row", TG_NOTE(COLLECTOR_REBUILD_NO_SIDECAR),
+              " kept, no row, its id not reserved",
+              TG_NOTE(COLLECTOR_REBUILD_NO_SIDECAR),
               (unsigned long long)e->id);
     } else if ((err = rebuild_one(s, e, out, &what, why, sizeof why))) {
       break;
@@ -280,7 +303,13 @@ int tg_coll_store_rebuild(tg_coll_store_t *s, tg_coll_rebuild_fn fn,
                                              : "; no row, its objects kept");
     }
     out->count[what]++;
-    if (fn) fn(ctx, i + 1, l.n, e->id, what, why);
+    /* A row, or a sidecar that parsed and named this id (its row is
+     * inserted, live or FAILED): the id is the catalog's. */
+    if (what == TG_COLL_REBUILT_REFUSED || what == TG_COLL_REBUILT_NO_SIDECAR)
+      unreserved(out, e->id);
+    else if (e->id > out->max_id)
+      out->max_id = e->id;
+    if (fn) fn(ctx, ++done, l.snapshots, e->id, what, why);
   }
   free(l.e);
   if (err) {
@@ -288,10 +317,21 @@ int tg_coll_store_rebuild(tg_coll_store_t *s, tg_coll_rebuild_fn fn,
              " again)", tg_strerror(err));
     return err;
   }
-  /* Past every id in the bucket, rows or not: a new snapshot's objects
-   * must never land on an old one's keys. */
-  if (l.max_id && (err = s->cat->ops->reserve(s->cat, l.max_id)))
+  /* Past every verified id. An unreserved one above them is left for a
+   * new snapshot to reach: its upload then finds the key taken and fails
+   * rather than overwrite it (store_s3.c, uploader). */
+  if (out->max_unreserved_id > out->max_id)
+    TG_WARN("%s store: rebuild: %llu ids in the bucket have no verified"
+            " sidecar and reserve nothing; the highest, %016llx, is above"
+            " the highest verified one (%016llx): move its objects out of"
+            " the prefix before a new snapshot reaches that id",
+            TG_NOTE(COLLECTOR_REBUILD_NO_SIDECAR),
+            (unsigned long long)out->unreserved,
+            (unsigned long long)out->max_unreserved_id,
+            (unsigned long long)out->max_id);
+  if (out->max_id && (err = s->cat->ops->reserve(s->cat, out->max_id)))
     TG_ERROR("store: rebuild: the catalog's ids could not be moved past"
-             " %016llx: %s", (unsigned long long)l.max_id, tg_strerror(err));
+             " %016llx: %s", (unsigned long long)out->max_id,
+             tg_strerror(err));
   return err;
 }

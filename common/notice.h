@@ -535,8 +535,10 @@
     "itself was refused")                                                    \
   X(COLLECTOR_REBUILD_NO_SIDECAR, 5087, "tracegate-collector",               \
     "rebuilding the catalog: a snapshot object in the bucket has no "        \
-    "sidecar (stored before sidecars were written): no row is made for it, " \
-    "the object is kept and its id is never handed out again")               \
+    "sidecar (stored before sidecars were written, or by another writer): "  \
+    "no row is made for it, the object is kept, and its id, which only a "   \
+    "verified sidecar may claim, is not reserved; also said once when such " \
+    "an id is above every verified one")                                     \
   X(COLLECTOR_HOST_TOO_SLOW, 5050, "tracegate-collector",                     \
     "a snapshot's host read its clone slower than clone_min_rate over "       \
     "clone_timeout and failed for that snapshot; what it sent before stays "  \

@@ -241,8 +241,8 @@ int coll_store_open(coll_t *c) {
       .retention = {.max_bytes = c->cfg.retention_max_bytes,
                     .max_age_ms = c->cfg.retention_max_age_ms},
   };
-  /* bucket: the keys from the file or the environment, copied by the
-   * store at open and wiped here after it. */
+  /* bucket: the keys from the file, systemd's credential or the
+   * environment, copied by the store at open and wiped here after it. */
   tg_s3_credentials_t keys;
   tg_coll_s3_config_t s3;
   char endpoint[TG_COLL_CONFIG_URL_MAX + 64];
@@ -252,8 +252,10 @@ int coll_store_open(coll_t *c) {
     if (tg_s3_credentials_load(c->cfg.s3_credentials_file, &keys, why,
                                sizeof why) < 0) {
       fprintf(stderr, COLL_PROG ": the bucket's credentials (%s): %s\n",
-              c->cfg.s3_credentials_file[0] ? c->cfg.s3_credentials_file
-                                            : "the environment",
+              c->cfg.s3_credentials_file[0]
+                  ? c->cfg.s3_credentials_file
+                  : "systemd's credential " TG_S3_CREDENTIAL_NAME
+                    " or the environment",
               why);
       return -1;
     }

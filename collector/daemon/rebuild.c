@@ -66,8 +66,10 @@ int coll_rebuild(coll_t *c, tg_coll_config_t *cfg) {
   progress_t p = {.named = json_array(), .last_ms = coll_now_ms()};
   tg_coll_rebuild_t r;
   int err = tg_coll_store_rebuild(c->store, on_one, &p, &r);
-  char max_id[TG_COLL_ID_STRLEN] = "";
+  char max_id[TG_COLL_ID_STRLEN] = "", max_unreserved[TG_COLL_ID_STRLEN] = "";
   if (r.max_id) tg_coll_id_format(r.max_id, max_id);
+  if (r.max_unreserved_id)
+    tg_coll_id_format(r.max_unreserved_id, max_unreserved);
   char bucket[sizeof(c->cfg.s3_bucket) + sizeof(c->cfg.s3_prefix) + 8];
   snprintf(bucket, sizeof bucket, "s3://%s/%s", c->cfg.s3_bucket,
            c->cfg.s3_prefix);
@@ -79,6 +81,8 @@ int coll_rebuild(coll_t *c, tg_coll_config_t *cfg) {
     o = tg_json_put(o, tg_coll_rebuilt_name((tg_coll_rebuilt_t)k),
                     tg_json_u64(r.count[k]));
   o = tg_json_put(o, "max_id", json_string(max_id));
+  o = tg_json_put(o, "unreserved", tg_json_u64(r.unreserved));
+  o = tg_json_put(o, "max_unreserved_id", json_string(max_unreserved));
   o = tg_json_put(o, "bytes_read", tg_json_u64(r.bytes_read));
   o = tg_json_put(o, "problems", p.named);
   o = tg_json_put(o, "problems_left_out", tg_json_u64(p.left_out));

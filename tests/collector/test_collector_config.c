@@ -1068,7 +1068,9 @@ static void config_bucket_and_its_keys(void **state) {
       "bucket = s3://b_c\n",         "bucket = s3://bkt//p\n",
       "bucket = s3://bkt/a//b\n",    "s3_region = us east\n",
       "s3_endpoint = ftp://x\n",     "s3_presign = 8d\n",
-      "s3_presign = 500ms\n",
+      "s3_presign = 500ms\n",       "s3_presign = 59s\n",
+      "s3_presign = 7d1s\n",        "s3_presign = yes\n",
+      "s3_allow_plain_http = yes\n", "s3_allow_plain_http = 1\n",
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     char key[32];
@@ -1087,6 +1089,86 @@ static void config_bucket_and_its_keys(void **state) {
   expect_extra_error("s3_credentials_file = k\n", 4,
                      "s3_credentials_file: expected bucket");
   expect_extra_error("s3_presign = 1m\n", 4, "s3_presign: expected bucket");
+  expect_extra_error("s3_allow_plain_http = true\n", 4,
+                     "s3_allow_plain_http: expected bucket");
+}
+
+/* s3_presign: off unless asked; "on" is a short life, since no revocation
+ * reaches a URL already handed out; a duration from 60s to 7d. */
+static void config_presign_default_and_range(void **state) {
+  (void)state;
+  static const struct {
+    const char *v;
+    int64_t ms;
+  } ok[] = {
+      {"off", 0},
+      {"0", 0},
+      {"on", 15 * 60 * 1000},
+      {"60s", 60 * 1000},
+      {"1m", 60 * 1000},
+      {"7d", 7LL * 24 * 3600 * 1000},
+  };
+  tg_coll_config_t c;
+  expect_extra_ok("bucket = s3://bkt\n", &c);
+  assert_int_equal(c.s3_presign_ms, 0);
+  tg_coll_config_free(&c);
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    char text[128];
+    snprintf(text, sizeof text, "bucket = s3://bkt\ns3_presign = %s\n",
+             ok[i].v);
+    expect_extra_ok(text, &c);
+    assert_int_equal(c.s3_presign_ms, ok[i].ms);
+    tg_coll_config_free(&c);
+  }
+  assert_int_equal(TG_COLL_PRESIGN_DEFAULT_MS, 15 * 60 * 1000);
+}
+
+/* s3_endpoint over plain http: loopback only, unless the file says so;
+ * https to anywhere. */
+static void config_s3_plain_http_only_to_loopback(void **state) {
+  (void)state;
+  static const char *const ok[] = {
+      "s3_endpoint = http://127.0.0.1:7480\n",
+      "s3_endpoint = http://127.9.8.7\n",
+      "s3_endpoint = http://[::1]:7480\n",
+      "s3_endpoint = http://localhost:9000\n",
+      "s3_endpoint = http://LOCALHOST\n",
+      "s3_endpoint = https://s3.example.com\n",
+      "s3_endpoint = https://10.0.0.5:7480\n",
+      "s3_endpoint = https://[2001:db8::1]\n",
+      "s3_endpoint = http://rgw.example.com:7480\n"
+      "s3_allow_plain_http = true\n",
+      "s3_allow_plain_http = true\n"
+      "s3_endpoint = http://10.0.0.5\n",
+  };
+  static const char *const refused[] = {
+      "s3_endpoint = http://rgw.example.com:7480\n",
+      "s3_endpoint = http://10.0.0.5\n",
+      "s3_endpoint = http://[2001:db8::1]:7480\n",
+      "s3_endpoint = http://128.0.0.1\n",
+      "s3_endpoint = http://localhost.evil.example\n",
+      /* Not taken apart, so not loopback: a user part, a bad port. */
+      "s3_endpoint = http://127.0.0.1@rgw.example.com\n",
+      "s3_endpoint = http://127.0.0.1:x\n",
+      "s3_endpoint = http://[::1\n",
+      "s3_endpoint = http://10.0.0.5\n"
+      "s3_allow_plain_http = false\n",
+  };
+  tg_coll_config_t c;
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    char text[256];
+    snprintf(text, sizeof text, "bucket = s3://bkt\n%s", ok[i]);
+    expect_extra_ok(text, &c);
+    assert_int_equal(c.s3_allow_plain_http,
+                     strstr(ok[i], "plain_http = true") != NULL);
+    tg_coll_config_free(&c);
+  }
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    char text[256];
+    snprintf(text, sizeof text, "bucket = s3://bkt\n%s", refused[i]);
+    /* Named by the endpoint's key and line, whatever the order. */
+    expect_extra_error(text, 5, "s3_endpoint: expected https://");
+  }
 }
 
 /* perf_boost_*: off by default, read with their ranges, and the two
@@ -1154,6 +1236,8 @@ int main(void) {
       cmocka_unit_test(config_shard_can_be_set_from_a_command_line),
       cmocka_unit_test(config_reads_every_key),
       cmocka_unit_test(config_bucket_and_its_keys),
+      cmocka_unit_test(config_presign_default_and_range),
+      cmocka_unit_test(config_s3_plain_http_only_to_loopback),
       cmocka_unit_test(config_defaults_fill_what_is_not_set),
       cmocka_unit_test(config_names_the_missing_required_keys),
       cmocka_unit_test(config_refuses_bad_values_with_their_key_and_line),

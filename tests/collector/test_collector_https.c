@@ -75,6 +75,8 @@ static int group_setup(void **state) {
   if (!f) return -1;
   fputs("correct horse\n", f);
   if (fclose(f) != 0) return -1;
+  /* tg-certs refuses a pass file its group or others may read. */
+  if (chmod(fleet_in_dir("p12-pass"), 0600) != 0) return -1;
   char args[300];
   snprintf(args, sizeof(args), "p12 pki alice --pass-file %s",
            fleet_in_dir("p12-pass"));

@@ -5,10 +5,11 @@
  * the API lists the same snapshots with the same ids, rows, hosts and
  * pins, /trace serves the same bytes, a new snapshot gets a higher id, and
  * a second rebuild inserts nothing. Then a bucket with a sidecar edited
- * (its crc32), a trace deleted, a sidecar that is not JSON and a trace
- * with no sidecar: FAILED rows saying why, refused and reported ones, and
- * ids past all of them. One gateway for the executable; skips, saying so,
- * without Ceph. */
+ * (its crc32), a trace deleted, a sidecar that is not JSON, a trace with
+ * no sidecar and a lone index whose key claims a huge id: FAILED rows
+ * saying why, refused and reported ones, and ids past the verified ones
+ * only (a key's name moves no id). One gateway for the executable; skips,
+ * saying so, without Ceph. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -189,6 +190,8 @@ static void rebuilt_catalog_serves_the_same_snapshots(bool pg,
   char want[40];
   snprintf(want, sizeof want, "\"%s\"", ids[N - 1]);
   assert_json(sum, "max_id", want);
+  assert_json(sum, "unreserved", "0");
+  assert_json(sum, "max_unreserved_id", "\"\"");
   /* Again: nothing new. */
   assert_int_equal(rebuild(sum), 0);
   assert_json(sum, "inserted", "0");
@@ -295,6 +298,12 @@ static void damaged_bucket_gives_failed_and_reported_rows(void **state) {
   assert_int_equal(tg_s3_put(b, "bad/snapshots/0000000000000100.pftrace",
                              "old", 3, false, NULL),
                    0);
+  /* A key no collector wrote, claiming an id near the top of the id
+   * space: were it reserved, the catalog would run out of ids. */
+  static const char huge[] = "7fffffffffffff00";
+  assert_int_equal(tg_s3_put(b, "bad/snapshots/7fffffffffffff00.index",
+                             "x", 1, false, NULL),
+                   0);
 
   char sum[512];
   snprintf(sum, sizeof sum, "%s", fleet_in_dir("bad-sum.json"));
@@ -305,8 +314,15 @@ static void damaged_bucket_gives_failed_and_reported_rows(void **state) {
   assert_json(sum, "failed", "2");
   assert_json(sum, "refused", "1");
   assert_json(sum, "no_sidecar", "1");
-  assert_json(sum, "max_id", "\"0000000000000100\"");
+  /* Only the verified ids (the FAILED rows' sidecars parsed and named
+   * their keys) are reserved; the refused one, the trace without a
+   * sidecar and the lone index are counted, not reserved. */
   char want[40];
+  snprintf(want, sizeof want, "\"%s\"", ids[1]);
+  assert_json(sum, "max_id", want);
+  assert_json(sum, "unreserved", "3");
+  snprintf(want, sizeof want, "\"%s\"", huge);
+  assert_json(sum, "max_unreserved_id", want);
   for (size_t i = 0; i < N; i++) {
     char k[32];
     snprintf(k, sizeof k, "problems.%zu.id", i);
@@ -338,11 +354,21 @@ static void damaged_bucket_gives_failed_and_reported_rows(void **state) {
   assert_int_equal(tg_s3_head(b, key, NULL, NULL), 0);
   assert_int_equal(
       tg_s3_head(b, "bad/snapshots/0000000000000100.pftrace", NULL, NULL), 0);
-  /* A new snapshot lands above every id in the bucket. */
+  /* The operator moves the refused snapshot's objects out of the prefix,
+   * as the report asks of unreserved ids above max_id; the trace without
+   * a sidecar, far above, stays. A new snapshot lands right above the
+   * verified ids, far below the huge key. */
+  static const char *const suffix[] = {".pftrace", ".meta", ".index"};
+  for (size_t k = 0; k < 3; k++) {
+    snprintf(key, sizeof key, "bad/snapshots/%s%s", ids[2], suffix[k]);
+    int rv = tg_s3_delete(b, key);
+    assert_true(rv == 0 || rv == -ENOENT);
+  }
   fleet_commit_packets(&h[0].p, 0, "bad2", 1, 2);
   fleet_commit_packets(&h[1].p, 0, "bad2", 1, 2);
   const char *id = snapshot(&c, h, 2, fleet_in_dir("bad-new.json"));
-  assert_true(strcmp(id, "0000000000000100") > 0);
+  assert_true(strcmp(id, ids[1]) > 0);
+  assert_true(strcmp(id, "0000000000000100") < 0);
   assert_json(fleet_in_dir("bad-new.json"), "snapshot.state",
               "\"complete\"");
   collector_stop(&c);
@@ -351,8 +377,9 @@ static void damaged_bucket_gives_failed_and_reported_rows(void **state) {
   assert_int_equal(rebuild(sum), 3);
   assert_json(sum, "inserted", "0");
   assert_json(sum, "failed", "0");
-  assert_json(sum, "refused", "1");
+  assert_json(sum, "refused", "0");
   assert_json(sum, "no_sidecar", "1");
+  assert_json(sum, "unreserved", "2");
   tg_s3_client_free(b);
   fleet_host_stop(&h[0]);
   fleet_host_stop(&h[1]);

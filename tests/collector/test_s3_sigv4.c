@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "collector/config.h"
 #include "collector/s3_sigv4.h"
 
 #define EMPTY_SHA256 \
@@ -267,6 +268,36 @@ static void s3_presigned_get(void **state) {
   tg_buf_free(&q);
 }
 
+/* The lives s3_presign gives a URL (collector/config.h): "on"'s short
+ * one and the range's edges reach the URL as X-Amz-Expires, and the
+ * range's top is what S3 takes. */
+static void presigned_url_carries_the_configured_life(void **state) {
+  (void)state;
+  static const tg_s3_pair_t h[] = {{"Host", "examplebucket.s3.amazonaws.com"}};
+  tg_s3_request_t r = {.method = "GET",
+                       .path = "/test.txt",
+                       .headers = h,
+                       .n_headers = 1,
+                       .amz_date = "20130524T000000Z"};
+  static const struct {
+    int64_t ms;
+    const char *want;
+  } lives[] = {
+      {TG_COLL_PRESIGN_DEFAULT_MS, "&X-Amz-Expires=900&"},
+      {TG_COLL_PRESIGN_MIN_MS, "&X-Amz-Expires=60&"},
+      {TG_COLL_PRESIGN_MAX_MS, "&X-Amz-Expires=604800&"},
+  };
+  assert_int_equal(TG_COLL_PRESIGN_MAX_MS / 1000, TG_S3_MAX_EXPIRES);
+  for (size_t i = 0; i < sizeof lives / sizeof lives[0]; i++) {
+    tg_buf_t q;
+    tg_buf_init(&q, 0);
+    assert_int_equal(tg_s3_presign(&s3_key, &r, (uint32_t)(lives[i].ms / 1000),
+                                   &q), 0);
+    assert_non_null(strstr(str(&q), lives[i].want));
+    tg_buf_free(&q);
+  }
+}
+
 static void uri_encoding_rules(void **state) {
   (void)state;
   tg_buf_t b;
@@ -347,6 +378,7 @@ int main(void) {
       cmocka_unit_test(s3_put_object),
       cmocka_unit_test(s3_bucket_queries),
       cmocka_unit_test(s3_presigned_get),
+      cmocka_unit_test(presigned_url_carries_the_configured_life),
       cmocka_unit_test(uri_encoding_rules),
       cmocka_unit_test(malformed_requests_refused),
   };

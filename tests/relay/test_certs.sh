@@ -75,4 +75,47 @@ openssl verify -crl_check -CRLfile pki/crl.pem -CAfile pki/ca.pem pki/alice.pem 
 
 certs crl pki --days 7 >/dev/null
 openssl crl -in pki/crl.pem -noout -nextupdate >/dev/null || fail "crl"
+
+# p12: a pass file others may read is refused, and nothing is written.
+printf 'correct horse\n' >pass
+chmod 644 pass
+expect_fail "chmod 600" p12 pki alice --pass-file pass
+[ ! -e pki/alice.p12 ] || fail "p12 written with a readable pass file"
+chmod 640 pass
+expect_fail "chmod 600" p12 pki alice --pass-file pass
+chmod 600 pass
+# A link planted where the old fixed temporary name was is not written
+# through; nor one at the bundle's own name.
+: >victim
+ln -s "$T/victim" pki/alice.p12.new
+ln -s "$T/victim-new" pki/dave.p12
+certs p12 pki alice --pass-file pass >/dev/null
+certs p12 pki dave --pass-file pass >/dev/null
+[ -s victim ] && fail "p12 wrote through a planted NAME.p12.new link"
+[ -e victim-new ] && fail "p12 wrote through a planted NAME.p12 link"
+[ -L pki/dave.p12 ] && fail "p12 left the planted link in place"
+[ -f pki/dave.p12 ] || fail "p12 did not write dave.p12"
+[ "$(stat -c %a pki/alice.p12)" = 600 ] || fail "alice.p12 is not private"
+ls -a pki | grep -q '^\.alice\.p12\.' && fail "p12 left a temporary file"
+# AES-256-CBC under PBKDF2 and a SHA-256 MAC, each at 600000 iterations.
+info=$(openssl pkcs12 -info -noout -in pki/alice.p12 -passin file:pass 2>&1) ||
+  fail "openssl cannot read alice.p12: $info"
+case "$info" in *"MAC: sha256, Iteration 600000"*) ;; *) fail "p12 MAC: $info" ;; esac
+n=$(printf '%s\n' "$info" | grep -c "PBES2, PBKDF2, AES-256-CBC, Iteration 600000")
+[ "$n" = 2 ] || fail "p12 key and certificate PBE: $info"
+certs p12 pki alice --pass-file pass | grep -q "keeping" || fail "p12 twice"
+# --compat: 3DES and SHA-1 for old keychains, the iterations all the same.
+certs p12 pki alice --pass-file pass --compat --force >/dev/null
+info=$(openssl pkcs12 -info -noout -in pki/alice.p12 -passin file:pass 2>&1) ||
+  fail "openssl cannot read the --compat alice.p12: $info"
+case "$info" in *"MAC: sha1, Iteration 600000"*) ;; *) fail "--compat MAC: $info" ;; esac
+case "$info" in *"pbeWithSHA1And3-KeyTripleDES-CBC, Iteration 600000"*) ;;
+  *) fail "--compat PBE: $info" ;; esac
+
+# A key is not written through a link planted at the old temporary name.
+ln -s "$T/victim-key" pki/erin.key.new
+certs client pki erin >/dev/null
+[ -e victim-key ] && fail "client wrote its key through a planted link"
+[ "$(stat -c %a pki/erin.key)" = 600 ] || fail "erin.key is not private"
+openssl verify -CAfile pki/ca.pem pki/erin.pem >/dev/null || fail "erin verify"
 echo "test_certs: ok"
