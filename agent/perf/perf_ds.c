@@ -847,8 +847,8 @@ static void write_sample(tg_perf_ds_t *d, unsigned k, session_t *s,
 }
 
 /* |pid|'s mappings changed (a new executable mapping, an exec). */
-static void forget(session_t *s, uint32_t pid) {
-  tg_perf_procs_invalidate(s->procs, pid);
+static void forget(session_t *s, uint32_t pid, bool exec) {
+  tg_perf_procs_invalidate(s->procs, pid, exec);
 #ifdef TG_PERF_HAVE_DWARF
   /* In order with the samples queued before it. */
   if (s->uthread) tg_perf_queue_forget(&s->queue, pid);
@@ -882,10 +882,10 @@ static void handle(tg_perf_ds_t *d, unsigned k, session_t *s, int cpu,
       s->throttles++;
       break;
     case TG_PERF_RECORD_MMAP2:
-      if (r.u.mmap2.prot & 4 /* PROT_EXEC */) forget(s, r.u.mmap2.pid);
+      if (r.u.mmap2.prot & 4 /* PROT_EXEC */) forget(s, r.u.mmap2.pid, false);
       break;
     case TG_PERF_RECORD_COMM:
-      if (r.misc & TG_PERF_MISC_COMM_EXEC) forget(s, r.u.comm.pid);
+      if (r.misc & TG_PERF_MISC_COMM_EXEC) forget(s, r.u.comm.pid, true);
       break;
     default:
       break;
@@ -896,7 +896,7 @@ static void handle(tg_perf_ds_t *d, unsigned k, session_t *s, int cpu,
 static size_t drain(tg_perf_ds_t *d, unsigned k, session_t *s) {
   size_t n = 0;
   if (s->guardrail_stopped) return 0;
-  tg_perf_procs_new_round(s->procs);
+  tg_perf_procs_new_round(s->procs, now_ms());
   for (size_t i = 0; i < s->n_rings; i++) {
     cpu_ring_t *r = &s->rings[i];
     struct perf_event_mmap_page *meta = (void *)r->base;
@@ -1009,6 +1009,22 @@ static void end_slot(tg_perf_ds_t *d, unsigned k) {
             (unsigned long long)ps->files_read,
             (unsigned long long)ps->maps_failed,
             (unsigned long long)ps->files_failed);
+    const uint64_t *why = ps->files_refused;
+    if (ps->files_failed || ps->maps_rereads_deferred ||
+        ps->files_over_budget || ps->syms_dropped)
+      TG_INFO(DS_NAME ": instance %u: files unreadable: %" PRIu64 " missing, "
+              "%" PRIu64 " empty or too large; %" PRIu64 " symbols past a "
+              "file's caps, %" PRIu64 " files' symbols past the session's "
+              "budget; %" PRIu64 " lookups on older maps (rereads "
+              "rate-limited)", k, why[TG_PERF_OPEN_MISSING],
+              why[TG_PERF_OPEN_OK], ps->syms_dropped, ps->files_over_budget,
+              ps->maps_rereads_deferred);
+    if (why[TG_PERF_OPEN_NOT_REGULAR] || why[TG_PERF_OPEN_OTHER_FILE] ||
+        why[TG_PERF_OPEN_ESCAPE])
+      TG_WARN("%s " DS_NAME ": instance %u: mapped files refused: %" PRIu64
+              " not_regular, %" PRIu64 " other_file, %" PRIu64 " escape",
+              TG_NOTE(PERF_FILES_REFUSED), k, why[TG_PERF_OPEN_NOT_REGULAR],
+              why[TG_PERF_OPEN_OTHER_FILE], why[TG_PERF_OPEN_ESCAPE]);
     if (s->cfg.poll_period_ms)
       TG_INFO(DS_NAME ": instance %u: %llu counter readings written, %llu "
               "unreadable", k, (unsigned long long)s->polls,

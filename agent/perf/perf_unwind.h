@@ -5,8 +5,11 @@
  * the process's mapped files over that copy. Works on binaries built
  * without frame pointers, stripped ones included (.eh_frame stays).
  *
- * A module's file is opened as its process sees it (/proc/PID/root, so a
- * container's own file; CAP_SYS_PTRACE for other users'), else by path.
+ * A module's file is opened as its process sees it, by perf_open.h's
+ * rules (inside /proc/PID/root, never blocking, the mapping's own device
+ * and inode; CAP_SYS_PTRACE for other users'), never by the path in the
+ * profiler's namespace; a deleted file's image and the vDSO are read
+ * from the process's memory.
  * One Dwfl per process, kept across samples (its modules are read once)
  * and forgotten when the kernel reports a new executable mapping or an
  * exec; at most TG_PERF_UNWIND_PROCS of them, past which the least
