@@ -251,6 +251,9 @@ static void stop_unwinder(session_t *s) {
   tg_perf_queue_destroy(&s->queue);
 }
 
+_Static_assert(TG_PERF_DEFAULT_FOOTPRINT_KB * 1024ull ==
+                   TG_PERF_QUEUE_DEFAULT_BYTES,
+               "the config's default footprint is the queue's");
 /* The queue's bytes: max_enqueued_footprint_kb, else the default, at
  * most TG_PERF_QUEUE_MAX_BYTES. */
 static size_t queue_bytes(const tg_perf_cfg_t *c) {
@@ -438,7 +441,7 @@ static int session_start(tg_perf_ds_t *d, const uint8_t *cfgb, size_t len,
                    TG_PERF_SAMPLE_READ;
   if (c->callstacks) s->sample_type |= TG_PERF_SAMPLE_CALLCHAIN;
   bool dwarf = c->callstacks && c->user_frames == TG_PERF_USER_DWARF;
-  if (!dwarf && c->max_enqueued_footprint_kb)
+  if (!dwarf && c->footprint_given)
     TG_WARN("%s " DS_NAME ": instance %u: PerfEventConfig."
             "max_enqueued_footprint_kb is ignored: no unwinder queue without "
             "UNWIND_DWARF", TG_NOTE(PERF_FIELDS_IGNORED), k);
@@ -526,9 +529,8 @@ static int session_start(tg_perf_ds_t *d, const uint8_t *cfgb, size_t len,
              "cleared every %u ms (0: never)", s->queue.cap / 1024,
              c->unwind_state_clear_period_ms);
 #endif
-  if (c->max_daemon_memory_kb)
-    snprintf(tuning + strlen(tuning), sizeof(tuning) - strlen(tuning),
-             "; memory cap %u KiB", c->max_daemon_memory_kb);
+  snprintf(tuning + strlen(tuning), sizeof(tuning) - strlen(tuning),
+           "; memory cap %u KiB", c->max_daemon_memory_kb);
   TG_INFO(DS_NAME ": instance %u: %zu CPU(s), %s %u/%#llx%s%s, %zu "
           "follower(s), %s %llu, shard %u of %u, callstacks %s (user "
           "frames: %s%s)%s", k, s->n_rings,

@@ -20,7 +20,7 @@
  * a few tries, then the file counts as missing. */
 #define OPENAT2_TRIES 4
 
-/* Set once a kernel said ENOSYS: the walk serves from then on. */
+/* Set once openat2 proved missing: the walk serves from then on. */
 static atomic_bool no_openat2;
 
 const char *tg_perf_open_why_name(tg_perf_open_why_t why) {
@@ -98,10 +98,14 @@ int tg__perf_open_resolve(int root_fd, const char *path, bool walk) {
   return walk ? resolve_walk(root_fd, path) : resolve_openat2(root_fd, path);
 }
 
+/* openat2 where the kernel has it, the walk otherwise: ENOSYS, or EPERM
+ * from a seccomp filter older than openat2 (systemd's
+ * SystemCallErrorNumber=EPERM); a resolution with O_PATH has no EPERM of
+ * its own to confuse with it, and the walk is as safe, only stricter. */
 static int resolve(int root_fd, const char *path) {
   if (!atomic_load_explicit(&no_openat2, memory_order_relaxed)) {
     int fd = resolve_openat2(root_fd, path);
-    if (fd != -ENOSYS) return fd;
+    if (fd != -ENOSYS && fd != -EPERM) return fd;
     atomic_store_explicit(&no_openat2, true, memory_order_relaxed);
   }
   return resolve_walk(root_fd, path);
