@@ -985,11 +985,13 @@ static void end_slot(tg_perf_ds_t *d, unsigned k) {
               "peak %zu KiB of %zu KiB; caches cleared %" PRIu64 " times on "
               "the period, %" PRIu64 " on request (%" PRIu64 " forgets "
               "without room); %" PRIu64 " forgets of processes without a "
-              "cache not sent%s", k, qs->committed, qs->peak_bytes / 1024,
-              queue_bytes(&s->cfg) / 1024, s->ustats.periodic_clears,
-              s->ustats.requested_drops, qs->forgets_folded,
-              qs->forgets_filtered,
-              qs->filter_off ? " (filter off: too many processes)" : "");
+              "cache not sent%s; %" PRIu64 " samples unwound with a cache "
+              "whose rebuild was rate-limited", k, qs->committed,
+              qs->peak_bytes / 1024, queue_bytes(&s->cfg) / 1024,
+              s->ustats.periodic_clears, s->ustats.requested_drops,
+              qs->forgets_folded, qs->forgets_filtered,
+              qs->filter_off ? " (filter off: too many processes)" : "",
+              s->ustats.rebuilds_deferred);
 #endif
     const tg_perf_procs_stats_t *ps = tg_perf_procs_stats(s->procs);
     TG_INFO(DS_NAME ": instance %u: %llu samples written, %llu skipped (maps "

@@ -31,10 +31,7 @@ typedef struct proc {
   bool used;
   bool loaded, stale, reread;
   int maps_error; /* the last read's error, 0 when it was read */
-  /* Rereads left (TG_PERF_MAPS_REREAD_BURST at most), and when the last
-   * one was earned back. */
-  uint8_t rereads;
-  uint64_t refill_ms;
+  tg_perf_reread_limit_t rereads;
   bool argv0_read;
   char argv0[ARGV0_MAX];
   tg_perf_maps_t maps;
@@ -139,27 +136,13 @@ void tg_perf_procs_invalidate(tg_perf_procs_t *p, uint32_t pid, bool exec) {
     pr->argv0_read = false;
     /* A new image starts with its few mappings: cheap to read, and the
      * ones read before are all wrong now. */
-    if (exec) pr->rereads = TG_PERF_MAPS_REREAD_BURST;
+    if (exec) tg_perf_reread_fill(&pr->rereads, p->now_ms);
   }
 }
 
-/* Whether |pr|'s maps, read before, may be read again now: a reread is
- * earned back every TG_PERF_MAPS_REREAD_MS, up to the burst. */
+/* Whether |pr|'s maps, read before, may be read again now. */
 static bool may_reread(tg_perf_procs_t *p, proc_t *pr) {
-  if (p->now_ms > pr->refill_ms) {
-    uint64_t gained = (p->now_ms - pr->refill_ms) / TG_PERF_MAPS_REREAD_MS;
-    if (gained >= (uint64_t)(TG_PERF_MAPS_REREAD_BURST - pr->rereads)) {
-      pr->rereads = TG_PERF_MAPS_REREAD_BURST;
-      pr->refill_ms = p->now_ms;
-    } else if (gained) {
-      pr->rereads = (uint8_t)(pr->rereads + gained);
-      pr->refill_ms += gained * TG_PERF_MAPS_REREAD_MS;
-    }
-  }
-  if (pr->rereads) {
-    pr->rereads--;
-    return true;
-  }
+  if (tg_perf_reread_take(&pr->rereads, p->now_ms)) return true;
   p->stats.maps_rereads_deferred++;
   return false;
 }
@@ -168,8 +151,7 @@ static bool may_reread(tg_perf_procs_t *p, proc_t *pr) {
  * left for now. */
 static bool maps_due(tg_perf_procs_t *p, proc_t *pr) {
   if (!pr->loaded) {
-    pr->rereads = TG_PERF_MAPS_REREAD_BURST;
-    pr->refill_ms = p->now_ms;
+    tg_perf_reread_fill(&pr->rereads, p->now_ms);
     return true;
   }
   return pr->stale && may_reread(p, pr);

@@ -40,9 +40,6 @@
  * own are bounded by perf_elf.h's TG_ELF_SYMS_MAX and
  * TG_ELF_NAMES_MAX_BYTES, about 56 MiB). */
 #define TG_PERF_SYMS_BUDGET_BYTES (256ull << 20)
-/* Maps rereads of one process: a burst, then one per period. */
-#define TG_PERF_MAPS_REREAD_BURST 4
-#define TG_PERF_MAPS_REREAD_MS 100
 
 typedef struct tg_perf_procs tg_perf_procs_t;
 

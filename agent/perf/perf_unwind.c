@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/perf/perf_maps.h"
@@ -38,12 +39,17 @@ typedef struct proc_dwfl {
   /* The process's file mappings when the Dwfl was built: the device and
    * inode a module's file must have (find_elf). */
   tg_perf_maps_t maps;
+  /* The mappings changed since: rebuilt at the next sample the rate
+   * limit allows (each rebuild rereads the maps). */
+  bool stale;
+  tg_perf_reread_limit_t rebuilds;
 } proc_dwfl_t;
 
 struct tg_perf_unwinder {
   proc_dwfl_t procs[TG_PERF_UNWIND_PROCS];
   size_t n;
   uint64_t clock; /* counts lookups */
+  uint64_t rebuilds_deferred; /* samples unwound with a stale Dwfl */
   sample_t cur; /* the sample being unwound: the callbacks' argument */
 };
 
@@ -217,11 +223,17 @@ void tg_perf_unwinder_free(tg_perf_unwinder_t *u) {
 
 void tg_perf_unwinder_forget(tg_perf_unwinder_t *u, uint32_t pid) {
   for (size_t i = 0; i < u->n; i++)
-    if (u->procs[i].pid == pid) {
-      proc_end(&u->procs[i]);
-      u->procs[i] = u->procs[--u->n];
-      return;
-    }
+    if (u->procs[i].pid == pid) u->procs[i].stale = true;
+}
+
+uint64_t tg_perf_unwinder_rebuilds_deferred(const tg_perf_unwinder_t *u) {
+  return u->rebuilds_deferred;
+}
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 /* The process's Dwfl: its modules reported from /proc/PID/maps and its
@@ -230,12 +242,24 @@ void tg_perf_unwinder_forget(tg_perf_unwinder_t *u, uint32_t pid) {
 static Dwfl *dwfl_of(tg_perf_unwinder_t *u, uint32_t pid, find_ctx_t *ctx,
                      int *err) {
   u->clock++;
-  for (size_t i = 0; i < u->n; i++)
-    if (u->procs[i].pid == pid) {
-      u->procs[i].used = u->clock;
-      *ctx = (find_ctx_t){pid, &u->procs[i].maps};
-      return u->procs[i].dwfl;
+  uint64_t now = now_ms();
+  tg_perf_reread_limit_t limit;
+  tg_perf_reread_fill(&limit, now);
+  for (size_t i = 0; i < u->n; i++) {
+    proc_dwfl_t *pd = &u->procs[i];
+    if (pd->pid != pid) continue;
+    pd->used = u->clock;
+    if (!pd->stale || !tg_perf_reread_take(&pd->rebuilds, now)) {
+      if (pd->stale) u->rebuilds_deferred++;
+      *ctx = (find_ctx_t){pid, &pd->maps};
+      return pd->dwfl;
     }
+    /* Rebuilt below, keeping what is left of its rereads. */
+    limit = pd->rebuilds;
+    proc_end(pd);
+    u->procs[i] = u->procs[--u->n];
+    break;
+  }
   /* Full: the least recently used goes, so that the busy processes keep
    * theirs while short-lived ones (a build's compilers) come and go. */
   if (u->n == TG_PERF_UNWIND_PROCS) {
@@ -246,7 +270,7 @@ static Dwfl *dwfl_of(tg_perf_unwinder_t *u, uint32_t pid, find_ctx_t *ctx,
     u->procs[old] = u->procs[--u->n];
   }
   proc_dwfl_t *pd = &u->procs[u->n];
-  *pd = (proc_dwfl_t){.pid = pid, .used = u->clock};
+  *pd = (proc_dwfl_t){.pid = pid, .used = u->clock, .rebuilds = limit};
   int rv = tg_perf_maps_read((int)pid, NULL, false, &pd->maps);
   if (rv < 0) {
     *err = rv == -ENOMEM ? rv : -ESRCH;

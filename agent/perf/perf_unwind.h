@@ -45,8 +45,12 @@ tg_perf_unwinder_t *tg_perf_unwinder_new(void);
 void tg_perf_unwinder_free(tg_perf_unwinder_t *u);
 /* Drops every process's Dwfl (they are rebuilt as samples come). */
 void tg_perf_unwinder_clear(tg_perf_unwinder_t *u);
-/* |pid|'s mappings changed: its Dwfl is rebuilt at its next sample. */
+/* |pid|'s mappings changed: its Dwfl is rebuilt at its next sample,
+ * rate-limited as maps rereads are (perf_maps.h: a burst, then one per
+ * TG_PERF_MAPS_REREAD_MS); until then the old one serves. */
 void tg_perf_unwinder_forget(tg_perf_unwinder_t *u, uint32_t pid);
+/* Samples unwound with a Dwfl whose rebuild the rate limit put off. */
+uint64_t tg_perf_unwinder_rebuilds_deferred(const tg_perf_unwinder_t *u);
 
 /* Unwinds thread |tid| of |pid| from |regs| (tg_perf_unwind_n_regs() of
  * them, in the kernel's order) over |stack| (|stack_len| bytes copied from
