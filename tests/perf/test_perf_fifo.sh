@@ -24,9 +24,7 @@ need_cc
 fresh_work
 skip_unless_can_perf "; needs root or CAP_PERFMON"
 
-write_workload "$WORK/work.c"
-"$CC" -O1 -fno-omit-frame-pointer -pthread -o "$WORK/perfwork" "$WORK/work.c" ||
-  die "cannot build the workload"
+build_workload
 cat >"$WORK/fifolib.c" <<'C'
 #include <stdint.h>
 #include <unistd.h>
