@@ -5,7 +5,10 @@
  * inode 0 are refused; symlinks that point at a file outside the root
  * (absolute, or climbing with "..") resolve inside it and never reach
  * that file, by openat2 and by the walk used without it, which refuses
- * every symlink and "..". */
+ * every symlink and "..". On an overlayfs (mounted here when allowed),
+ * the file opens when named by the device and inode the kernel's own
+ * maps line for it shows (the backing file's on some kernels, not what
+ * fstat gives). */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -16,12 +19,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "agent/perf/perf_maps.h"
 #include "agent/perf/perf_open.h"
 
 typedef struct fixture {
@@ -215,6 +221,60 @@ static void links_out_of_the_root_never_reach_the_host(void **state) {
   assert_string_equal(tg_perf_open_why_name(TG_PERF_OPEN_ESCAPE), "escape");
 }
 
+static void overlay_file_opens_by_its_backing_inode(void **state) {
+  (void)state;
+  char dir[] = "/tmp/tg_perf_open_ovl_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char l[64], u[64], w[64], m[64], opts[256], lib[96], cmd[128];
+  /* The kernel's own line for a file of an overlay. */
+  snprintf(l, sizeof(l), "%s/l", dir);
+  snprintf(u, sizeof(u), "%s/u", dir);
+  snprintf(w, sizeof(w), "%s/w", dir);
+  snprintf(m, sizeof(m), "%s/m", dir);
+  assert_int_equal(mkdir(l, 0755) | mkdir(u, 0755) | mkdir(w, 0755) |
+                       mkdir(m, 0755), 0);
+  snprintf(lib, sizeof(lib), "%s/lib.so", l);
+  write_file(lib, "lower\n");
+  snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s", l, u, w);
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+  if (mount("overlay", m, "overlay", 0, opts) != 0) {
+    assert_int_equal(system(cmd), 0);
+    skip(); /* not allowed here (no root, or no overlayfs) */
+  }
+  /* This process maps the overlay's file: its own maps line is what a
+   * container process's line shows. */
+  char path[128];
+  snprintf(path, sizeof(path), "%s/lib.so", m);
+  int mfd = open(path, O_RDONLY);
+  assert_true(mfd >= 0);
+  void *at = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, mfd, 0);
+  assert_true(at != MAP_FAILED);
+  close(mfd);
+  tg_perf_maps_t self = {0};
+  assert_true(tg_perf_maps_read(0, "/proc/self/maps", false, &self) > 0);
+  const tg_perf_map_t *line = tg_perf_maps_find(&self, (uintptr_t)at);
+  assert_non_null(line);
+  struct stat st;
+  int root = tg_perf_open_root(m, 0);
+  assert_true(root >= 0);
+  tg_perf_open_why_t why;
+  int fd = tg_perf_open_mapped(root, "/lib.so", line->dev_major,
+                               line->dev_minor, line->inode, &st, &why);
+  assert_true(fd >= 0);
+  assert_int_equal(why, TG_PERF_OPEN_OK);
+  close(fd);
+  /* Another inode of that device is still refused. */
+  assert_true(tg_perf_open_mapped(root, "/lib.so", line->dev_major,
+                                  line->dev_minor, line->inode + 1, &st,
+                                  &why) < 0);
+  assert_int_equal(why, TG_PERF_OPEN_OTHER_FILE);
+  tg_perf_maps_free(&self);
+  munmap(at, 4096);
+  close(root);
+  assert_int_equal(umount(m), 0);
+  assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
   /* A blocked open fails the test instead of hanging it. */
   alarm(60);
@@ -227,6 +287,7 @@ int main(void) {
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(
           links_out_of_the_root_never_reach_the_host, setup, teardown),
+      cmocka_unit_test(overlay_file_opens_by_its_backing_inode),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
