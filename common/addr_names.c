@@ -6,28 +6,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-void tg_addr_names_init(tg_addr_names_t *t, size_t max) {
+void tg_addr_names_init(tg_addr_names_t *t, size_t max, size_t max_pool) {
   memset(t, 0, sizeof(*t));
   /* seq and the pool's offsets are 32-bit. */
   t->max = max < UINT32_MAX ? max : UINT32_MAX;
+  t->max_pool = max_pool < UINT32_MAX ? max_pool : UINT32_MAX;
 }
 
-int tg_addr_names_add(tg_addr_names_t *t, uint64_t addr, uint64_t size,
-                      const char *name, size_t name_len) {
-  if (t->n >= t->max) return 0;
-  if (name_len >= UINT32_MAX || t->pool_len > UINT32_MAX - name_len - 1)
-    return -ENOMEM;
-  size_t need = name_len + 1;
-  if (t->n == t->cap) {
-    size_t cap = t->cap ? t->cap * 2 : 64;
-    tg_addr_name_t *v = realloc(t->v, cap * sizeof(*v));
-    if (!v) return -ENOMEM;
-    t->v = v;
-    t->cap = cap;
+int tg_addr_names_add_name(tg_addr_names_t *t, const char *name,
+                           size_t name_len, uint32_t *off) {
+  /* max_pool <= UINT32_MAX: every offset kept fits 32 bits. */
+  if (name_len >= t->max_pool || t->pool_len > t->max_pool - name_len - 1) {
+    t->dropped++;
+    return 0;
   }
+  size_t need = name_len + 1;
   if (t->pool_len + need > t->pool_cap) {
     size_t cap = t->pool_cap ? t->pool_cap : 1024;
     while (cap < t->pool_len + need) cap *= 2;
+    if (cap > t->max_pool) cap = t->max_pool;
     char *p = realloc(t->pool, cap);
     if (!p) return -ENOMEM;
     t->pool = p;
@@ -35,13 +32,45 @@ int tg_addr_names_add(tg_addr_names_t *t, uint64_t addr, uint64_t size,
   }
   memcpy(t->pool + t->pool_len, name, name_len);
   t->pool[t->pool_len + name_len] = '\0';
-  t->v[t->n] = (tg_addr_name_t){.addr = addr,
-                                .size = size,
-                                .name = (uint32_t)t->pool_len,
-                                .seq = (uint32_t)t->n};
-  t->n++;
+  *off = (uint32_t)t->pool_len;
   t->pool_len += need;
+  return 1;
+}
+
+int tg_addr_names_add_ref(tg_addr_names_t *t, uint64_t addr, uint64_t size,
+                          uint32_t off) {
+  if (t->n >= t->max) {
+    t->dropped++;
+    return 0;
+  }
+  if (t->n == t->cap) {
+    size_t cap = t->cap ? t->cap * 2 : 64;
+    if (cap > t->max) cap = t->max;
+    tg_addr_name_t *v = realloc(t->v, cap * sizeof(*v));
+    if (!v) return -ENOMEM;
+    t->v = v;
+    t->cap = cap;
+  }
+  t->v[t->n] = (tg_addr_name_t){
+      .addr = addr, .size = size, .name = off, .seq = (uint32_t)t->n};
+  t->n++;
   return 0;
+}
+
+int tg_addr_names_add(tg_addr_names_t *t, uint64_t addr, uint64_t size,
+                      const char *name, size_t name_len) {
+  if (t->n >= t->max) {
+    t->dropped++;
+    return 0;
+  }
+  uint32_t off;
+  int rv = tg_addr_names_add_name(t, name, name_len, &off);
+  if (rv <= 0) return rv;
+  return tg_addr_names_add_ref(t, addr, size, off);
+}
+
+size_t tg_addr_names_bytes(const tg_addr_names_t *t) {
+  return t->cap * sizeof(*t->v) + t->pool_cap;
 }
 
 /* By address; at one address the one kept first: sized, then added
@@ -59,6 +88,24 @@ size_t tg_addr_names_finish(tg_addr_names_t *t) {
   for (size_t i = 0; i < t->n; i++)
     if (!k || t->v[k - 1].addr != t->v[i].addr) t->v[k++] = t->v[i];
   t->n = k;
+  /* The doublings leave up to half unused: give it back (a failed
+   * shrink keeps the larger block, which stays valid). */
+  if (k == 0) {
+    free(t->v);
+    t->v = NULL;
+    t->cap = 0;
+  } else if (k < t->cap) {
+    tg_addr_name_t *v = realloc(t->v, k * sizeof(*v));
+    if (v) t->v = v, t->cap = k;
+  }
+  if (t->pool_len == 0) {
+    free(t->pool);
+    t->pool = NULL;
+    t->pool_cap = 0;
+  } else if (t->pool_len < t->pool_cap) {
+    char *p = realloc(t->pool, t->pool_len);
+    if (p) t->pool = p, t->pool_cap = t->pool_len;
+  }
   return k;
 }
 

@@ -3,11 +3,15 @@
  * then searched by address: the PLT entries of common/elf_plt.h and
  * tracegate-perf's function symbols (agent/perf/perf_elf.h).
  *
- * Building: tg_addr_names_init with the most entries the table keeps,
- * tg_addr_names_add for each range in any order, tg_addr_names_finish.
- * Past the cap, adds are dropped: a file cannot make the table grow
- * without bound. The names are copied into one pool; an entry names
- * its string by offset, so the pool may move while it grows.
+ * Building: tg_addr_names_init with the most entries and name bytes the
+ * table keeps, tg_addr_names_add for each range in any order,
+ * tg_addr_names_finish. Past either cap, adds are dropped and counted: a
+ * file cannot make the table grow without bound. The names are copied
+ * into one pool; an entry names its string by offset, so the pool may
+ * move while it grows, and entries may share one copy of a name
+ * (tg_addr_names_add_name, then tg_addr_names_add_ref for each), so
+ * that a name repeated costs its bytes once. finish gives back what the
+ * growth left unused.
  *
  * One name per address: finish sorts by address and keeps, of the
  * entries at one address, a sized one over one of size 0 and, among
@@ -35,7 +39,9 @@ typedef struct tg_addr_names {
   size_t n;
   char *pool;
   size_t pool_len;
-  size_t cap, pool_cap, max; /* allocated entries and bytes; the cap */
+  size_t cap, pool_cap; /* allocated entries and bytes */
+  size_t max, max_pool; /* the caps on entries and on the pool's bytes */
+  size_t dropped;       /* adds refused by a cap */
 } tg_addr_names_t;
 
 typedef enum tg_addr_size0 {
@@ -43,19 +49,31 @@ typedef enum tg_addr_size0 {
   TG_ADDR_SIZE0_TO_NEXT, /* it holds every address up to the next entry */
 } tg_addr_size0_t;
 
-/* An empty table that keeps at most |max| entries (owned by the caller:
- * tg_addr_names_free). Allocates nothing until an add. */
-void tg_addr_names_init(tg_addr_names_t *t, size_t max);
+/* An empty table that keeps at most |max| entries and |max_pool| bytes
+ * of names, NULs included (owned by the caller: tg_addr_names_free).
+ * Allocates nothing until an add. */
+void tg_addr_names_init(tg_addr_names_t *t, size_t max, size_t max_pool);
 
 /* Adds [addr, addr + size) named by the |name_len| bytes at |name|
- * (copied; a NUL is appended). Returns 0 (also when the table is full:
- * the entry is dropped), or -ENOMEM (memory, or a pool past the 4 GiB
- * that 32-bit offsets name: callers' caps on entries and names keep it
- * far below). */
+ * (copied; a NUL is appended). Returns 0 (also when a cap is reached:
+ * the entry is dropped and counted), or -ENOMEM. */
 int tg_addr_names_add(tg_addr_names_t *t, uint64_t addr, uint64_t size,
                       const char *name, size_t name_len);
+/* Copies a name into the pool alone, for tg_addr_names_add_ref. Returns
+ * 1 with its offset in |*off|, 0 when the pool's cap leaves no room for
+ * it (counted as a drop), or -ENOMEM. */
+int tg_addr_names_add_name(tg_addr_names_t *t, const char *name,
+                           size_t name_len, uint32_t *off);
+/* Adds [addr, addr + size) named by the name at |off|, which
+ * tg_addr_names_add_name gave for |t|. Returns 0 (also when full:
+ * dropped and counted), or -ENOMEM. */
+int tg_addr_names_add_ref(tg_addr_names_t *t, uint64_t addr, uint64_t size,
+                          uint32_t off);
+/* The bytes |t| holds allocated (entries and pool). */
+size_t tg_addr_names_bytes(const tg_addr_names_t *t);
 
-/* Sorts and keeps one entry per address (see above). Returns t->n. */
+/* Sorts, keeps one entry per address (see above) and shrinks the
+ * allocations to what is kept. Returns t->n. */
 size_t tg_addr_names_finish(tg_addr_names_t *t);
 
 /* The name (owned by |t|) of the entry holding |addr|, of a finished

@@ -142,7 +142,7 @@ static int from_plt_got(const tg_elf_file_t *e, tg_plt_t *p) {
 
 int tg_plt_load(const uint8_t *buf, size_t len, tg_plt_t *out) {
   tg_elf_file_t e;
-  tg_addr_names_init(out, TG_PLT_MAX);
+  tg_addr_names_init(out, TG_PLT_MAX, TG_PLT_NAMES_MAX_BYTES);
   int rv = tg_elf_open(buf, len, &e);
   if (rv < 0) return rv;
   if (tg_elf_rd16(buf + 18) != EM_X86_64) return 0;

@@ -36,6 +36,10 @@
 /* Bounds of what one file may make the table keep. */
 #define TG_PLT_MAX (1u << 18)
 #define TG_PLT_NAME_MAX 1024 /* bytes of a symbol's name, "@plt" apart */
+/* Bytes of names in all: every relocation may name one long symbol, and
+ * TG_PLT_MAX of them would otherwise cost 256 MiB; a real PLT holds a
+ * few thousand names of tens of bytes. */
+#define TG_PLT_NAMES_MAX_BYTES (4u << 20)
 
 /* An entry: the PLT entry's ELF address and length, "NAME@plt" in the
  * pool. The table is sorted by address, one entry per address. */

@@ -623,6 +623,12 @@
     "config's max_daemon_memory_kb: the unwinder's caches are dropped, and "  \
     "when still above a second later the session stops sampling, as "         \
     "traced_perf's guardrail does; the figures follow")                       \
+  X(PERF_FILES_REFUSED, 8012, "tracegate-perf",                               \
+    "linux.perf: at a session's end, files behind processes' mappings were "  \
+    "not read: not a regular file (a FIFO, socket or device put at the "      \
+    "path), another file than the one mapped, or a path leading out of the "  \
+    "process's root; their frames keep no function name or build id; the "    \
+    "counts by reason follow")                                                \
   X(PERF_CONFINED, 8020, "tracegate-perf",                                    \
     "tracegate-perf confined itself at start: its seccomp filter refuses "    \
     "the calls that reach into another process (process_vm_writev, ptrace, " \

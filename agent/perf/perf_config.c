@@ -456,9 +456,12 @@ static int parse_perf(const Perfetto__Protos__PerfEventConfig *p,
                               ? TG_PERF_MAX_READ_PERIOD_MS
                               : v;
   }
-  if (p->has_max_enqueued_footprint_kb)
+  /* Unset or 0: the defaults tg_perf_cfg_parse set stay. */
+  if (p->has_max_enqueued_footprint_kb && p->max_enqueued_footprint_kb) {
     out->max_enqueued_footprint_kb = p->max_enqueued_footprint_kb;
-  if (p->has_max_daemon_memory_kb)
+    out->footprint_given = true;
+  }
+  if (p->has_max_daemon_memory_kb && p->max_daemon_memory_kb)
     out->max_daemon_memory_kb = p->max_daemon_memory_kb;
   if (p->has_unwind_state_clear_period_ms)
     out->unwind_state_clear_period_ms = p->unwind_state_clear_period_ms;
@@ -473,6 +476,8 @@ int tg_perf_cfg_parse(const uint8_t *cfg, size_t len, tg_perf_cfg_t *out) {
   out->frequency = TG_PERF_DEFAULT_FREQUENCY;
   out->ring_pages = TG_PERF_DEFAULT_RING_PAGES;
   out->read_period_ms = TG_PERF_DEFAULT_READ_PERIOD_MS;
+  out->max_enqueued_footprint_kb = TG_PERF_DEFAULT_FOOTPRINT_KB;
+  out->max_daemon_memory_kb = TG_PERF_DEFAULT_DAEMON_MEMORY_KB;
   set_counter(&out->timebase, out->counter);
   Perfetto__Protos__DataSourceConfig *dsc =
       perfetto__protos__data_source_config__unpack(

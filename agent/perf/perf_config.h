@@ -20,8 +20,12 @@
  * a malformed tracepoint name, more than TG_PERF_MAX_FOLLOWERS followers.
  * remote_descriptor_timeout_ms (Android's descriptor hand-over) has no
  * meaning here and is listed in |ignored|. The unwinder queue's tuning
- * (max_enqueued_footprint_kb, max_daemon_memory_kb,
- * unwind_state_clear_period_ms) is kept as given; 0 means unset.
+ * (max_enqueued_footprint_kb, unwind_state_clear_period_ms) is kept as
+ * given; 0 means unset. The guardrails are on whether the config asks or
+ * not: max_enqueued_footprint_kb and max_daemon_memory_kb unset (or 0)
+ * take TG_PERF_DEFAULT_FOOTPRINT_KB and TG_PERF_DEFAULT_DAEMON_MEMORY_KB,
+ * since the producer reads what every local user controls and a config
+ * without them must not leave its memory unbounded.
  */
 #ifndef TRACEGATE_PERF_PERF_CONFIG_H
 #define TRACEGATE_PERF_PERF_CONFIG_H
@@ -38,6 +42,15 @@
 #define TG_PERF_MAX_READ_PERIOD_MS 10000
 #define TG_PERF_MAX_IGNORED 8
 #define TG_PERF_MAX_TARGETS 64
+/* The unwinder queue when the config sets none: perf_queue.h's 8 MiB. */
+#define TG_PERF_DEFAULT_FOOTPRINT_KB 8192
+/* The memory guardrail when the config sets none: 1 GiB of RssAnon and
+ * swap, the figure Perfetto's own CPU profiling example sets. What one
+ * session may keep stays well below it: 256 MiB of symbol tables
+ * (perf_procs.h), the queue, the unwinder's 32 processes' caches. The
+ * unit's MemoryMax= sits above it with headroom, so that the guardrail
+ * stops a session before the kernel kills the producer. */
+#define TG_PERF_DEFAULT_DAEMON_MEMORY_KB (1024u * 1024u)
 /* Followers of one timebase (the kernel reads a group in one call). */
 #define TG_PERF_MAX_FOLLOWERS 16
 #define TG_PERF_MIN_POLL_PERIOD_MS 1
@@ -119,8 +132,11 @@ typedef struct tg_perf_cfg {
   size_t n_cpus;
   uint32_t read_period_ms;
   uint32_t ring_pages;
-  /* The unwinder's tuning (UNWIND_DWARF; 0: unset). */
+  /* The unwinder's tuning (UNWIND_DWARF; 0: unset) and the memory
+   * guardrail; the two bounds are never 0 (their defaults above), and
+   * |footprint_given| says whether the config set the first. */
   uint64_t max_enqueued_footprint_kb;
+  bool footprint_given;
   uint32_t max_daemon_memory_kb;
   uint32_t unwind_state_clear_period_ms;
   /* Why the config is refused (a field name and the reason); NULL: not. */

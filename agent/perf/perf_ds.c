@@ -251,6 +251,9 @@ static void stop_unwinder(session_t *s) {
   tg_perf_queue_destroy(&s->queue);
 }
 
+_Static_assert(TG_PERF_DEFAULT_FOOTPRINT_KB * 1024ull ==
+                   TG_PERF_QUEUE_DEFAULT_BYTES,
+               "the config's default footprint is the queue's");
 /* The queue's bytes: max_enqueued_footprint_kb, else the default, at
  * most TG_PERF_QUEUE_MAX_BYTES. */
 static size_t queue_bytes(const tg_perf_cfg_t *c) {
@@ -438,7 +441,7 @@ static int session_start(tg_perf_ds_t *d, const uint8_t *cfgb, size_t len,
                    TG_PERF_SAMPLE_READ;
   if (c->callstacks) s->sample_type |= TG_PERF_SAMPLE_CALLCHAIN;
   bool dwarf = c->callstacks && c->user_frames == TG_PERF_USER_DWARF;
-  if (!dwarf && c->max_enqueued_footprint_kb)
+  if (!dwarf && c->footprint_given)
     TG_WARN("%s " DS_NAME ": instance %u: PerfEventConfig."
             "max_enqueued_footprint_kb is ignored: no unwinder queue without "
             "UNWIND_DWARF", TG_NOTE(PERF_FIELDS_IGNORED), k);
@@ -526,9 +529,8 @@ static int session_start(tg_perf_ds_t *d, const uint8_t *cfgb, size_t len,
              "cleared every %u ms (0: never)", s->queue.cap / 1024,
              c->unwind_state_clear_period_ms);
 #endif
-  if (c->max_daemon_memory_kb)
-    snprintf(tuning + strlen(tuning), sizeof(tuning) - strlen(tuning),
-             "; memory cap %u KiB", c->max_daemon_memory_kb);
+  snprintf(tuning + strlen(tuning), sizeof(tuning) - strlen(tuning),
+           "; memory cap %u KiB", c->max_daemon_memory_kb);
   TG_INFO(DS_NAME ": instance %u: %zu CPU(s), %s %u/%#llx%s%s, %zu "
           "follower(s), %s %llu, shard %u of %u, callstacks %s (user "
           "frames: %s%s)%s", k, s->n_rings,
@@ -851,8 +853,8 @@ static void write_sample(tg_perf_ds_t *d, unsigned k, session_t *s,
 }
 
 /* |pid|'s mappings changed (a new executable mapping, an exec). */
-static void forget(session_t *s, uint32_t pid) {
-  tg_perf_procs_invalidate(s->procs, pid);
+static void forget(session_t *s, uint32_t pid, bool exec) {
+  tg_perf_procs_invalidate(s->procs, pid, exec);
 #ifdef TG_PERF_HAVE_DWARF
   /* In order with the samples queued before it. */
   if (s->uthread) tg_perf_queue_forget(&s->queue, pid);
@@ -886,10 +888,10 @@ static void handle(tg_perf_ds_t *d, unsigned k, session_t *s, int cpu,
       s->throttles++;
       break;
     case TG_PERF_RECORD_MMAP2:
-      if (r.u.mmap2.prot & 4 /* PROT_EXEC */) forget(s, r.u.mmap2.pid);
+      if (r.u.mmap2.prot & 4 /* PROT_EXEC */) forget(s, r.u.mmap2.pid, false);
       break;
     case TG_PERF_RECORD_COMM:
-      if (r.misc & TG_PERF_MISC_COMM_EXEC) forget(s, r.u.comm.pid);
+      if (r.misc & TG_PERF_MISC_COMM_EXEC) forget(s, r.u.comm.pid, true);
       break;
     default:
       break;
@@ -900,7 +902,7 @@ static void handle(tg_perf_ds_t *d, unsigned k, session_t *s, int cpu,
 static size_t drain(tg_perf_ds_t *d, unsigned k, session_t *s) {
   size_t n = 0;
   if (s->guardrail_stopped) return 0;
-  tg_perf_procs_new_round(s->procs);
+  tg_perf_procs_new_round(s->procs, now_ms());
   for (size_t i = 0; i < s->n_rings; i++) {
     cpu_ring_t *r = &s->rings[i];
     struct perf_event_mmap_page *meta = (void *)r->base;
@@ -987,11 +989,13 @@ static void end_slot(tg_perf_ds_t *d, unsigned k) {
               "peak %zu KiB of %zu KiB; caches cleared %" PRIu64 " times on "
               "the period, %" PRIu64 " on request (%" PRIu64 " forgets "
               "without room); %" PRIu64 " forgets of processes without a "
-              "cache not sent%s", k, qs->committed, qs->peak_bytes / 1024,
-              queue_bytes(&s->cfg) / 1024, s->ustats.periodic_clears,
-              s->ustats.requested_drops, qs->forgets_folded,
-              qs->forgets_filtered,
-              qs->filter_off ? " (filter off: too many processes)" : "");
+              "cache not sent%s; %" PRIu64 " samples unwound with a cache "
+              "whose rebuild was rate-limited", k, qs->committed,
+              qs->peak_bytes / 1024, queue_bytes(&s->cfg) / 1024,
+              s->ustats.periodic_clears, s->ustats.requested_drops,
+              qs->forgets_folded, qs->forgets_filtered,
+              qs->filter_off ? " (filter off: too many processes)" : "",
+              s->ustats.rebuilds_deferred);
 #endif
     const tg_perf_procs_stats_t *ps = tg_perf_procs_stats(s->procs);
     TG_INFO(DS_NAME ": instance %u: %llu samples written, %llu skipped (maps "
@@ -1013,6 +1017,22 @@ static void end_slot(tg_perf_ds_t *d, unsigned k) {
             (unsigned long long)ps->files_read,
             (unsigned long long)ps->maps_failed,
             (unsigned long long)ps->files_failed);
+    const uint64_t *why = ps->files_refused;
+    if (ps->files_failed || ps->maps_rereads_deferred ||
+        ps->files_over_budget || ps->syms_dropped)
+      TG_INFO(DS_NAME ": instance %u: files unreadable: %" PRIu64 " missing, "
+              "%" PRIu64 " empty or too large; %" PRIu64 " symbols past a "
+              "file's caps, %" PRIu64 " files' symbols past the session's "
+              "budget; %" PRIu64 " lookups on older maps (rereads "
+              "rate-limited)", k, why[TG_PERF_OPEN_MISSING],
+              why[TG_PERF_OPEN_OK], ps->syms_dropped, ps->files_over_budget,
+              ps->maps_rereads_deferred);
+    if (why[TG_PERF_OPEN_NOT_REGULAR] || why[TG_PERF_OPEN_OTHER_FILE] ||
+        why[TG_PERF_OPEN_ESCAPE])
+      TG_WARN("%s " DS_NAME ": instance %u: mapped files refused: %" PRIu64
+              " not_regular, %" PRIu64 " other_file, %" PRIu64 " escape",
+              TG_NOTE(PERF_FILES_REFUSED), k, why[TG_PERF_OPEN_NOT_REGULAR],
+              why[TG_PERF_OPEN_OTHER_FILE], why[TG_PERF_OPEN_ESCAPE]);
     if (s->cfg.poll_period_ms)
       TG_INFO(DS_NAME ": instance %u: %llu counter readings written, %llu "
               "unreadable", k, (unsigned long long)s->polls,

@@ -102,9 +102,23 @@ uint64_t tg_elf_vaddr(const tg_elf_t *e, uint64_t off) {
   return off + e->load_bias;
 }
 
+/* Recent name offsets of one string table and their copies in the
+ * pool: symbols naming one string by the same offset (aliases, or a
+ * crafted file's million of them) share one copy. Direct-mapped: a miss
+ * only costs another copy, which the pool's cap bounds. */
+#define NAME_CACHE 1024
+
+typedef struct name_cache {
+  uint32_t str_off[NAME_CACHE];
+  uint32_t pool_off[NAME_CACHE];
+  bool used[NAME_CACHE];
+} name_cache_t;
+
 /* The defined function symbols of |t|. */
-static int load_table(const tg_elf_symtab_t *t, tg_elf_syms_t *out) {
+static int load_table(const tg_elf_symtab_t *t, tg_elf_syms_t *out,
+                      name_cache_t *c) {
   tg_elf_symbol_t s;
+  memset(c->used, 0, sizeof(c->used));
   for (uint64_t i = 0; tg_elf_symbol(t, i, &s); i++) {
     uint8_t type = s.info & 0xf;
     size_t n;
@@ -113,7 +127,19 @@ static int load_table(const tg_elf_symtab_t *t, tg_elf_syms_t *out) {
         s.value == 0 || s.name == 0 ||
         !(name = tg_elf_str(t, s.name, TG_ELF_SYM_NAME_MAX - 1, &n)))
       continue;
-    int rv = tg_addr_names_add(out, s.value, s.size, name, n);
+    if (out->n >= out->max) {
+      out->dropped++; /* the rest of the table is not looked at */
+      return 0;
+    }
+    size_t h = (s.name * 2654435761u) % NAME_CACHE;
+    if (!c->used[h] || c->str_off[h] != s.name) {
+      int rv = tg_addr_names_add_name(out, name, n, &c->pool_off[h]);
+      if (rv < 0) return rv;
+      if (rv == 0) continue; /* no room for the name: dropped, counted */
+      c->used[h] = true;
+      c->str_off[h] = s.name;
+    }
+    int rv = tg_addr_names_add_ref(out, s.value, s.size, c->pool_off[h]);
     if (rv < 0) return rv;
   }
   return 0;
@@ -125,18 +151,29 @@ int tg_elf_syms_load(const uint8_t *buf, size_t len, tg_elf_syms_t *out) {
   tg_elf_symtab_t t;
   tg_plt_t plt;
   int n;
-  tg_addr_names_init(out, TG_ELF_SYMS_MAX);
+  bool seen_symtab = false, seen_dynsym = false;
+  name_cache_t *cache = NULL;
+  tg_addr_names_init(out, TG_ELF_SYMS_MAX, TG_ELF_NAMES_MAX_BYTES);
   int rv = tg_elf_open(buf, len, &f);
   if (rv == 0) rv = tg_elf_sections(&f);
   if (rv < 0) return rv;
-  for (unsigned i = 0; rv == 0 && tg_elf_sec(&f, i, &sec); i++)
-    if (tg_elf_symtab(&f, &sec, &t)) rv = load_table(&t, out);
+  for (unsigned i = 0; rv == 0 && tg_elf_sec(&f, i, &sec); i++) {
+    bool *seen = sec.type == TG_ELF_SHT_SYMTAB   ? &seen_symtab
+                 : sec.type == TG_ELF_SHT_DYNSYM ? &seen_dynsym
+                                                 : NULL;
+    if (!seen || *seen || !tg_elf_symtab(&f, &sec, &t)) continue;
+    *seen = true;
+    if (!cache && !(cache = malloc(sizeof(*cache)))) rv = -ENOMEM;
+    else rv = load_table(&t, out, cache);
+  }
+  free(cache);
   if (rv < 0) goto fail;
   /* The PLT entries: no table names them, and a sample in one would be
    * taken for the sizeless symbol before it or left unnamed. Its other
    * errors are tg_elf_sections' and returned above. */
   n = tg_plt_load(buf, len, &plt);
   if (n == -ENOMEM) rv = n;
+  out->dropped += plt.dropped;
   for (int i = 0; i < n && rv == 0; i++) {
     const char *name = plt.pool + plt.v[i].name;
     rv = tg_addr_names_add(out, plt.v[i].addr, plt.v[i].size, name,

@@ -22,8 +22,17 @@
 
 #define TG_ELF_BUILD_ID_MAX 64
 #define TG_ELF_LOADS_MAX 16
-/* Bounds of the symbol table kept per file. */
+/* Bounds of what one file's symbols may cost, whatever the file holds:
+ * entries (24 bytes each: 24 MiB), and bytes of names (a large unstripped
+ * C++ program holds some millions of bytes of function names; a crafted
+ * file could point a million symbols at one 1 KiB name). One copy of a
+ * name serves every symbol of a table that names it by the same offset
+ * (as far as a small cache of recent offsets sees), and of the tables
+ * only the first SHT_SYMTAB and the first SHT_DYNSYM are read: the ELF
+ * specification allows one of each, and a file repeating a section
+ * header must not multiply the cost. */
 #define TG_ELF_SYMS_MAX (1u << 20)
+#define TG_ELF_NAMES_MAX_BYTES (32u << 20)
 #define TG_ELF_SYM_NAME_MAX 1024 /* bytes of a name, its NUL included */
 
 /* Finds the GNU build id (NT_GNU_BUILD_ID, owner "GNU") among the notes
@@ -65,8 +74,10 @@ typedef tg_addr_names_t tg_elf_syms_t;
  * (common/elf_plt.h), into |out| (owned by the caller:
  * tg_elf_syms_free). Of the entries at one address the sized one is
  * kept, else the first in section order (.dynsym before .symtab as
- * linkers lay them out, PLT entries last). Returns the number kept,
- * -EBADMSG, -ENOTSUP or -ENOMEM. A file without symbols gives 0. */
+ * linkers lay them out, PLT entries last). Past TG_ELF_SYMS_MAX entries
+ * or TG_ELF_NAMES_MAX_BYTES of names, symbols are dropped and counted
+ * (|out->dropped|). Returns the number kept, -EBADMSG, -ENOTSUP or
+ * -ENOMEM. A file without symbols gives 0. */
 int tg_elf_syms_load(const uint8_t *buf, size_t len, tg_elf_syms_t *out);
 /* The name of the function holding |addr| (ELF address), or NULL: the
  * symbol at or below it, when |addr| lies within its size or it has

@@ -200,3 +200,23 @@ const tg_perf_map_t *tg_perf_maps_find(const tg_perf_maps_t *m, uint64_t addr) {
   const tg_perf_map_t *c = &m->v[lo - 1];
   return addr < c->end ? c : NULL;
 }
+
+void tg_perf_reread_fill(tg_perf_reread_limit_t *l, uint64_t now_ms) {
+  l->left = TG_PERF_MAPS_REREAD_BURST;
+  l->refill_ms = now_ms;
+}
+
+bool tg_perf_reread_take(tg_perf_reread_limit_t *l, uint64_t now_ms) {
+  if (now_ms > l->refill_ms) {
+    uint64_t gained = (now_ms - l->refill_ms) / TG_PERF_MAPS_REREAD_MS;
+    if (gained >= (uint64_t)(TG_PERF_MAPS_REREAD_BURST - l->left)) {
+      tg_perf_reread_fill(l, now_ms);
+    } else if (gained) {
+      l->left = (uint8_t)(l->left + gained);
+      l->refill_ms += gained * TG_PERF_MAPS_REREAD_MS;
+    }
+  }
+  if (!l->left) return false;
+  l->left--;
+  return true;
+}

@@ -50,4 +50,22 @@ int tg_perf_maps_read(int pid, const char *path, bool exec_only,
 const tg_perf_map_t *tg_perf_maps_find(const tg_perf_maps_t *m, uint64_t addr);
 void tg_perf_maps_free(tg_perf_maps_t *m);
 
+/* The rate limit of one process's maps rereads (tracegate-perf's reader
+ * and its unwinder each keep one per process): a burst of
+ * TG_PERF_MAPS_REREAD_BURST, then one earned back per
+ * TG_PERF_MAPS_REREAD_MS, so that a process looping on executable mmaps
+ * over a huge maps file cannot make every sample parse it. */
+#define TG_PERF_MAPS_REREAD_BURST 4
+#define TG_PERF_MAPS_REREAD_MS 100
+
+typedef struct tg_perf_reread_limit {
+  uint8_t left;       /* rereads allowed now */
+  uint64_t refill_ms; /* when the last one was earned back */
+} tg_perf_reread_limit_t;
+
+/* A full burst from |now_ms| on (a first read, an exec). */
+void tg_perf_reread_fill(tg_perf_reread_limit_t *l, uint64_t now_ms);
+/* Whether a reread may happen at |now_ms| (a monotonic clock); takes it. */
+bool tg_perf_reread_take(tg_perf_reread_limit_t *l, uint64_t now_ms);
+
 #endif /* TRACEGATE_PERF_PERF_MAPS_H */

@@ -31,6 +31,7 @@ typedef struct proc {
   bool used;
   bool loaded, stale, reread;
   int maps_error; /* the last read's error, 0 when it was read */
+  tg_perf_reread_limit_t rereads;
   bool argv0_read;
   char argv0[ARGV0_MAX];
   tg_perf_maps_t maps;
@@ -47,6 +48,8 @@ struct tg_perf_procs {
   file_t *files;
   size_t n_files;
   char *root_fmt, *maps_fmt;
+  uint64_t now_ms;     /* the round's */
+  size_t syms_bytes;   /* of every file's symbols: the budget's */
   tg_perf_procs_stats_t stats;
 };
 
@@ -63,6 +66,7 @@ static void files_clear(tg_perf_procs_t *p) {
     tg_elf_syms_free(&p->files[i].syms);
   }
   p->n_files = 0;
+  p->syms_bytes = 0;
 }
 
 static void procs_clear(tg_perf_procs_t *p) {
@@ -117,19 +121,40 @@ static proc_t *find(tg_perf_procs_t *p, uint32_t pid, bool create) {
   return &p->slots[j];
 }
 
-void tg_perf_procs_new_round(tg_perf_procs_t *p) {
+void tg_perf_procs_new_round(tg_perf_procs_t *p, uint64_t now_ms) {
+  p->now_ms = now_ms;
   for (size_t i = 0; i < PID_SLOTS; i++) {
     p->slots[i].reread = false;
     tg_perf_maps_free(&p->slots[i].prev);
   }
 }
 
-void tg_perf_procs_invalidate(tg_perf_procs_t *p, uint32_t pid) {
+void tg_perf_procs_invalidate(tg_perf_procs_t *p, uint32_t pid, bool exec) {
   proc_t *pr = find(p, pid, false);
   if (pr) {
     pr->stale = true;
     pr->argv0_read = false;
+    /* A new image starts with its few mappings: cheap to read, and the
+     * ones read before are all wrong now. */
+    if (exec) tg_perf_reread_fill(&pr->rereads, p->now_ms);
   }
+}
+
+/* Whether |pr|'s maps, read before, may be read again now. */
+static bool may_reread(tg_perf_procs_t *p, proc_t *pr) {
+  if (tg_perf_reread_take(&pr->rereads, p->now_ms)) return true;
+  p->stats.maps_rereads_deferred++;
+  return false;
+}
+
+/* Reads |pr|'s maps unless they are current, or stale with no reread
+ * left for now. */
+static bool maps_due(tg_perf_procs_t *p, proc_t *pr) {
+  if (!pr->loaded) {
+    tg_perf_reread_fill(&pr->rereads, p->now_ms);
+    return true;
+  }
+  return pr->stale && may_reread(p, pr);
 }
 
 static void load_maps(tg_perf_procs_t *p, proc_t *pr) {
@@ -202,22 +227,31 @@ static int file_of(tg_perf_procs_t *p, proc_t *pr, size_t mi) {
   f->min = m->dev_minor;
   int idx = (int)p->n_files++;
   pr->file_of[mi] = idx;
-  char root[128], full[TG_PERF_MAP_PATH_MAX + 160];
-  snprintf(root, sizeof(root), p->root_fmt, (int)pr->pid);
-  snprintf(full, sizeof(full), "%s%s", root, m->path);
-  int fd = open(full, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fd = open(m->path, O_RDONLY | O_CLOEXEC);
+  /* Inside the process's root only, never blocking, and only the
+   * mapping's own regular file (perf_open.h). */
   struct stat st;
-  if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-      (uint64_t)st.st_size > TG_PERF_FILE_MAX_BYTES || st.st_size == 0) {
-    if (fd >= 0) close(fd);
+  tg_perf_open_why_t why = TG_PERF_OPEN_MISSING;
+  int root = tg_perf_open_root(p->root_fmt, (int)pr->pid);
+  int fd = root < 0 ? root
+                    : tg_perf_open_mapped(root, m->path, m->dev_major,
+                                          m->dev_minor, m->inode, &st, &why);
+  if (root >= 0) close(root);
+  if (fd < 0) {
     p->stats.files_failed++;
+    p->stats.files_refused[why]++;
+    return idx;
+  }
+  if ((uint64_t)st.st_size > TG_PERF_FILE_MAX_BYTES || st.st_size == 0) {
+    close(fd);
+    p->stats.files_failed++;
+    p->stats.files_refused[TG_PERF_OPEN_OK]++;
     return idx;
   }
   void *buf = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
   close(fd);
   if (buf == MAP_FAILED) {
     p->stats.files_failed++;
+    p->stats.files_refused[TG_PERF_OPEN_OK]++;
     return idx;
   }
   p->stats.files_read++;
@@ -225,6 +259,14 @@ static int file_of(tg_perf_procs_t *p, proc_t *pr, size_t mi) {
     f->ok = true;
     if (tg_elf_syms_load(buf, (size_t)st.st_size, &f->syms) < 0)
       tg_elf_syms_free(&f->syms);
+    p->stats.syms_dropped += f->syms.dropped;
+    size_t bytes = tg_addr_names_bytes(&f->syms);
+    if (bytes > TG_PERF_SYMS_BUDGET_BYTES - p->syms_bytes) {
+      tg_elf_syms_free(&f->syms);
+      p->stats.files_over_budget++;
+    } else {
+      p->syms_bytes += bytes;
+    }
   }
   munmap(buf, (size_t)st.st_size);
   return idx;
@@ -232,7 +274,7 @@ static int file_of(tg_perf_procs_t *p, proc_t *pr, size_t mi) {
 
 int tg_perf_procs_load(tg_perf_procs_t *p, uint32_t pid) {
   proc_t *pr = find(p, pid, true);
-  if (!pr->loaded || pr->stale) load_maps(p, pr);
+  if (maps_due(p, pr)) load_maps(p, pr);
   return pr->maps_error;
 }
 
@@ -243,10 +285,10 @@ void tg_perf_procs_frame(tg_perf_procs_t *p, uint32_t pid, uint64_t pc,
   memset(f, 0, sizeof(*f));
   f->mapping = map;
   proc_t *pr = find(p, pid, true);
-  if (!pr->loaded || pr->stale) load_maps(p, pr);
+  if (maps_due(p, pr)) load_maps(p, pr);
   uint64_t look = return_addr && pc ? pc - 1 : pc;
   const tg_perf_map_t *m = tg_perf_maps_find(&pr->maps, look);
-  if (!m && !pr->reread) {
+  if (!m && !pr->reread && may_reread(p, pr)) {
     pr->reread = true;
     load_maps(p, pr);
     m = tg_perf_maps_find(&pr->maps, look);

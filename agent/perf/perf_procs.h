@@ -2,15 +2,23 @@
  * mappings (/proc/PID/maps), its argv[0] (for the scope) and, for each
  * file mapped, the ELF facts that turn an address into Perfetto's frame
  * (mapping, rel_pc, function name). Files are read once per session
- * (through /proc/PID/root, so that a process in another mount namespace
- * gives its own file) and shared by every process that maps them.
+ * and shared by every process that maps them; each is opened inside the
+ * process's own root (/proc/PID/root) by perf_open.h's rules: never
+ * blocking, regular files only, the maps line's own device and inode,
+ * never by the path in the profiler's namespace.
  *
  * A process's mappings are read on its first sample and again after the
  * kernel reports a new executable mapping or an exec for it (MMAP2,
  * COMM with exec), or when an address falls outside all of them (at most
- * once per read round). Bounded: TG_PERF_PROCS_MAX processes and
- * TG_PERF_FILES_MAX files, past which the tables are emptied and filled
- * again as samples come.
+ * once per read round). Rereads are rate-limited per process: a burst
+ * of TG_PERF_MAPS_REREAD_BURST, then one per TG_PERF_MAPS_REREAD_MS (an
+ * exec refills the burst), so that a process looping on executable
+ * mmaps over a huge maps file cannot make the reader parse it at every
+ * sample; until then its samples use the maps already read.
+ * Bounded: TG_PERF_PROCS_MAX processes and TG_PERF_FILES_MAX files,
+ * past which the tables are emptied and filled again as samples come,
+ * and TG_PERF_SYMS_BUDGET_BYTES of symbol tables in all, past which the
+ * files read keep their build id and loads but no symbols.
  *
  * One session's thread owns it; not thread-safe.
  */
@@ -22,11 +30,16 @@
 
 #include "agent/perf/perf_emit.h"
 #include "agent/perf/perf_maps.h"
+#include "agent/perf/perf_open.h"
 
 #define TG_PERF_PROCS_MAX 4096
 #define TG_PERF_FILES_MAX 2048
 /* Files larger than this are not read for symbols or build ids. */
 #define TG_PERF_FILE_MAX_BYTES (1ull << 31)
+/* Symbol tables kept by one session, all files together (each file's
+ * own are bounded by perf_elf.h's TG_ELF_SYMS_MAX and
+ * TG_ELF_NAMES_MAX_BYTES, about 56 MiB). */
+#define TG_PERF_SYMS_BUDGET_BYTES (256ull << 20)
 
 typedef struct tg_perf_procs tg_perf_procs_t;
 
@@ -36,10 +49,12 @@ typedef struct tg_perf_procs tg_perf_procs_t;
 tg_perf_procs_t *tg_perf_procs_new(const char *root_fmt, const char *maps_fmt);
 void tg_perf_procs_free(tg_perf_procs_t *p);
 
-/* The next read round starts: a process may re-read its maps once more. */
-void tg_perf_procs_new_round(tg_perf_procs_t *p);
-/* The kernel says |pid|'s mappings changed. */
-void tg_perf_procs_invalidate(tg_perf_procs_t *p, uint32_t pid);
+/* The next read round starts at |now_ms| (a monotonic clock, the rate
+ * limit's): a process may re-read its maps once more. */
+void tg_perf_procs_new_round(tg_perf_procs_t *p, uint64_t now_ms);
+/* The kernel says |pid|'s mappings changed; |exec|: by an exec, which
+ * refills its rereads. */
+void tg_perf_procs_invalidate(tg_perf_procs_t *p, uint32_t pid, bool exec);
 
 /* argv[0] of |pid| ("" for a kernel thread or when unreadable); valid
  * until the next call on |p|. */
@@ -60,6 +75,12 @@ void tg_perf_procs_frame(tg_perf_procs_t *p, uint32_t pid, uint64_t pc,
 
 typedef struct tg_perf_procs_stats {
   uint64_t maps_reads, maps_failed, files_read, files_failed;
+  /* files_failed by perf_open.h's reason ([TG_PERF_OPEN_OK]: the rest:
+   * empty, too large, unmappable) */
+  uint64_t files_refused[TG_PERF_OPEN_N];
+  uint64_t files_over_budget; /* read, symbols not kept: the budget */
+  uint64_t syms_dropped;      /* symbols past a file's caps */
+  uint64_t maps_rereads_deferred; /* lookups that used older maps */
   uint64_t unknown_pcs, named_pcs, resolved_pcs;
 } tg_perf_procs_stats_t;
 const tg_perf_procs_stats_t *tg_perf_procs_stats(const tg_perf_procs_t *p);

@@ -5,8 +5,11 @@
  * the process's mapped files over that copy. Works on binaries built
  * without frame pointers, stripped ones included (.eh_frame stays).
  *
- * A module's file is opened as its process sees it (/proc/PID/root, so a
- * container's own file; CAP_SYS_PTRACE for other users'), else by path.
+ * A module's file is opened as its process sees it, by perf_open.h's
+ * rules (inside /proc/PID/root, never blocking, the mapping's own device
+ * and inode; CAP_SYS_PTRACE for other users'), never by the path in the
+ * profiler's namespace; a deleted file's image and the vDSO are read
+ * from the process's memory.
  * One Dwfl per process, kept across samples (its modules are read once)
  * and forgotten when the kernel reports a new executable mapping or an
  * exec; at most TG_PERF_UNWIND_PROCS of them, past which the least
@@ -42,8 +45,12 @@ tg_perf_unwinder_t *tg_perf_unwinder_new(void);
 void tg_perf_unwinder_free(tg_perf_unwinder_t *u);
 /* Drops every process's Dwfl (they are rebuilt as samples come). */
 void tg_perf_unwinder_clear(tg_perf_unwinder_t *u);
-/* |pid|'s mappings changed: its Dwfl is rebuilt at its next sample. */
+/* |pid|'s mappings changed: its Dwfl is rebuilt at its next sample,
+ * rate-limited as maps rereads are (perf_maps.h: a burst, then one per
+ * TG_PERF_MAPS_REREAD_MS); until then the old one serves. */
 void tg_perf_unwinder_forget(tg_perf_unwinder_t *u, uint32_t pid);
+/* Samples unwound with a Dwfl whose rebuild the rate limit put off. */
+uint64_t tg_perf_unwinder_rebuilds_deferred(const tg_perf_unwinder_t *u);
 
 /* Unwinds thread |tid| of |pid| from |regs| (tg_perf_unwind_n_regs() of
  * them, in the kernel's order) over |stack| (|stack_len| bytes copied from

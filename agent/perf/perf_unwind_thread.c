@@ -117,6 +117,7 @@ void tg_perf_unwind_thread_stop(tg_perf_unwind_thread_t *t,
   if (!t) return;
   tg_perf_queue_close(t->q);
   pthread_join(t->thread, NULL);
+  t->st.rebuilds_deferred = tg_perf_unwinder_rebuilds_deferred(t->u);
   if (st) *st = t->st;
   tg_perf_unwinder_free(t->u);
   free(t->pcs);

@@ -26,6 +26,7 @@ typedef struct tg_perf_unwind_thread_stats {
   uint64_t unwound;       /* samples with at least one frame past the leaf */
   uint64_t unwind_failed; /* processes that could not be reported */
   uint64_t periodic_clears, requested_drops;
+  uint64_t rebuilds_deferred; /* samples unwound with a stale Dwfl */
 } tg_perf_unwind_thread_stats_t;
 
 /* Starts the thread over |q|, which the caller owns and keeps until

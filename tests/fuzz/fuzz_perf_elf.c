@@ -5,8 +5,9 @@
  * a direct run of the note parser over the whole input. A build id must
  * be at most TG_ELF_BUILD_ID_MAX bytes, the loads at most
  * TG_ELF_LOADS_MAX; symbols must come sorted by address with
- * NUL-terminated names inside the pool, and every symbol's address must
- * name a symbol. Nothing may crash or leak.
+ * NUL-terminated names inside the pool, every symbol's address must
+ * name a symbol, and the table must stay within its caps (entries, name
+ * bytes, and what both hold allocated). Nothing may crash or leak.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -35,7 +36,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   tg_elf_syms_t s;
   int n = tg_elf_syms_load(data, size, &s);
   if (n > 0) {
-    if ((size_t)n != s.n || s.n > TG_ELF_SYMS_MAX) abort();
+    if ((size_t)n != s.n || s.n > TG_ELF_SYMS_MAX ||
+        s.pool_len > TG_ELF_NAMES_MAX_BYTES ||
+        tg_addr_names_bytes(&s) > TG_ELF_SYMS_MAX * sizeof(tg_elf_sym_t) +
+                                      TG_ELF_NAMES_MAX_BYTES)
+      abort();
     for (size_t i = 0; i < s.n; i++) {
       if (s.v[i].name >= s.pool_len) abort();
       if (!memchr(s.pool + s.v[i].name, 0, s.pool_len - s.v[i].name)) abort();

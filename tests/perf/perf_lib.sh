@@ -123,6 +123,14 @@ int main(int argc, char **argv) {
 C
 }
 
+# The workload (write_workload) built with frame pointers as
+# $WORK/perfwork, its source in $WORK/work.c.
+build_workload() {
+  write_workload "$WORK/work.c"
+  "$CC" -O1 -fno-omit-frame-pointer -pthread -o "$WORK/perfwork" "$WORK/work.c" ||
+    die "cannot build the workload"
+}
+
 # Starts tracegated on producer socket $1 and consumer socket $2, its output
 # into $3, and waits until both listen; $4 names it in the failure.
 start_tracegated() {

@@ -70,12 +70,27 @@ static void traced_perf_defaults(void **state) {
   assert_int_equal(out.clockid, CLOCK_BOOTTIME);
   assert_int_equal(out.builtin_clock, 6);
   assert_false(out.callstacks); /* counter only */
+  /* The guardrails are on though the config sets none. */
+  assert_int_equal(out.max_daemon_memory_kb, TG_PERF_DEFAULT_DAEMON_MEMORY_KB);
+  assert_int_equal(out.max_enqueued_footprint_kb, TG_PERF_DEFAULT_FOOTPRINT_KB);
+  assert_false(out.footprint_given);
+  tg_perf_cfg_free(&out);
+  /* Set to 0, they are unset: the defaults again. */
+  c.pc.has_max_daemon_memory_kb = true;
+  c.pc.max_daemon_memory_kb = 0;
+  c.pc.has_max_enqueued_footprint_kb = true;
+  c.pc.max_enqueued_footprint_kb = 0;
+  assert_int_equal(parse(&c, &out), 0);
+  assert_int_equal(out.max_daemon_memory_kb, TG_PERF_DEFAULT_DAEMON_MEMORY_KB);
+  assert_int_equal(out.max_enqueued_footprint_kb, TG_PERF_DEFAULT_FOOTPRINT_KB);
+  assert_false(out.footprint_given);
   tg_perf_cfg_free(&out);
   /* Not even a PerfEventConfig. */
   c.dsc.perf_event_config = NULL;
   assert_int_equal(parse(&c, &out), 0);
   assert_null(out.refused);
   assert_int_equal(out.frequency, TG_PERF_DEFAULT_FREQUENCY);
+  assert_int_equal(out.max_daemon_memory_kb, TG_PERF_DEFAULT_DAEMON_MEMORY_KB);
   tg_perf_cfg_free(&out);
   assert_int_equal(tg_perf_cfg_parse((const uint8_t *)"\xff", 1, &out),
                    TG_EBAD_CONFIG);
@@ -565,6 +580,7 @@ static void unwinder_tuning_is_kept_and_descriptor_timeout_ignored(
   assert_null(out.refused);
   assert_int_equal(out.max_enqueued_footprint_kb, 64);
   assert_int_equal(out.max_daemon_memory_kb, 1);
+  assert_true(out.footprint_given);
   assert_int_equal(out.unwind_state_clear_period_ms, 250);
   assert_int_equal(out.n_ignored, 1);
   assert_string_equal(out.ignored[0], "remote_descriptor_timeout_ms");

@@ -36,9 +36,7 @@ need_cc
 fresh_work
 skip_unless_can_perf "; needs root or CAP_PERFMON"
 
-write_workload "$WORK/work.c"
-"$CC" -O1 -fno-omit-frame-pointer -pthread -o "$WORK/perfwork" "$WORK/work.c" ||
-  die "cannot build the workload"
+build_workload
 
 # --- the service and the producer ------------------------------------------
 start_local

@@ -1,7 +1,10 @@
 /* ELF notes, loads and symbols (agent/perf/perf_elf.h): a golden ELF built
  * here byte by byte (two loads, a note segment, .symtab and .strtab), the
- * note parser on golden notes and their truncations, and this test's own
- * executable: its build id, and its own function named from its address. */
+ * note parser on golden notes and their truncations, this test's own
+ * executable: its build id, and its own function named from its address;
+ * and a crafted file of 128 KiB whose many section headers share one
+ * symbol table whose symbols share one long name, which must cost one
+ * table's entries and one copy of the name. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -225,8 +228,53 @@ static void own_executable_names_own_function(void **state) {
   tg_elf_syms_free(&syms);
 }
 
+/* 128 KiB: a string table with one name of 1000 bytes, a symbol table
+ * filling the first 64 KiB whose every symbol names it, and 1000 section
+ * headers: the string table, then SHT_SYMTAB (and one SHT_DYNSYM) over
+ * that one symbol table. Read table by table without bounds it gave a
+ * million entries and a GiB of copies of the name. */
+#define CRAFT_SIZE 0x20000
+#define CRAFT_STRTAB 0x100
+#define CRAFT_SYMTAB 0x800
+#define CRAFT_SHDRS 0x10000
+#define CRAFT_SECTIONS 1000
+#define CRAFT_NAME 1000
+
+static void repeated_tables_and_names_cost_once(void **state) {
+  (void)state;
+  uint8_t *e = calloc(1, CRAFT_SIZE);
+  assert_non_null(e);
+  memcpy(e, "\x7f" "ELF", 4);
+  e[4] = 2, e[5] = 1, e[6] = 1;
+  put16(e + 16, 3), put16(e + 18, 62), put32(e + 20, 1);
+  put64(e + 40, CRAFT_SHDRS);
+  put16(e + 52, 64), put16(e + 58, 64), put16(e + 60, CRAFT_SECTIONS);
+  memset(e + CRAFT_STRTAB + 1, 'n', CRAFT_NAME);
+  uint64_t n_syms = (CRAFT_SHDRS - CRAFT_SYMTAB) / 24;
+  for (uint64_t i = 1; i < n_syms; i++)
+    sym(e + CRAFT_SYMTAB + i * 24, 1, 2, 1, 0x1000 + i * 16, 16);
+  shdr(e + CRAFT_SHDRS + 64, 3, CRAFT_STRTAB, CRAFT_NAME + 2, 0, 0);
+  for (unsigned i = 2; i < CRAFT_SECTIONS; i++)
+    shdr(e + CRAFT_SHDRS + (uint64_t)i * 64, i == 500 ? 11 : 2,
+         CRAFT_SYMTAB, CRAFT_SHDRS - CRAFT_SYMTAB, 1, 24);
+  tg_elf_syms_t s;
+  /* One entry per symbol of the table (.dynsym repeats its addresses),
+   * one copy of the name per table read (two), nothing dropped. */
+  assert_int_equal(tg_elf_syms_load(e, CRAFT_SIZE, &s), (int)(n_syms - 1));
+  assert_int_equal(s.dropped, 0);
+  assert_int_equal(s.pool_len, 2 * (CRAFT_NAME + 1));
+  assert_true(tg_addr_names_bytes(&s) <=
+              n_syms * sizeof(tg_elf_sym_t) + 2 * (CRAFT_NAME + 1));
+  const char *name = tg_elf_syms_find(&s, 0x1000 + 16 * 7 + 3);
+  assert_non_null(name);
+  assert_int_equal(strlen(name), CRAFT_NAME);
+  tg_elf_syms_free(&s);
+  free(e);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(repeated_tables_and_names_cost_once),
       cmocka_unit_test(notes_give_the_build_id),
       cmocka_unit_test(golden_elf_loads_and_id),
       cmocka_unit_test(golden_elf_symbols),

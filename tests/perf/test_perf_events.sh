@@ -45,9 +45,7 @@ fresh_work
 skip_unless_can_perf "; needs root or CAP_PERFMON"
 need_tp "the timebases are checked by trace_processor"
 
-write_workload "$WORK/work.c"
-"$CC" -O1 -fno-omit-frame-pointer -pthread -o "$WORK/perfwork" "$WORK/work.c" ||
-  die "cannot build the workload"
+build_workload
 # The sleeper: main -> nap_a -> nap_b -> nap, which sleeps 1 ms at a time
 # (a context switch each) until the file named by its argument exists.
 cat >"$WORK/nap.c" <<'C'

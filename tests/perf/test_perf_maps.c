@@ -1,6 +1,7 @@
 /* /proc/PID/maps (agent/perf/perf_maps.h): every field of a line, paths
  * with spaces, anonymous and special mappings, malformed lines skipped
- * and counted, executable mappings kept in order and found by address. */
+ * and counted, executable mappings kept in order and found by address;
+ * the rate limit of rereads (a burst, then one per period). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -139,8 +140,34 @@ static void own_maps_hold_own_code(void **state) {
                    -ENOENT);
 }
 
+static void rereads_are_a_burst_then_one_per_period(void **state) {
+  (void)state;
+  tg_perf_reread_limit_t l;
+  uint64_t t = 5000;
+  tg_perf_reread_fill(&l, t);
+  for (int i = 0; i < TG_PERF_MAPS_REREAD_BURST; i++)
+    assert_true(tg_perf_reread_take(&l, t));
+  assert_false(tg_perf_reread_take(&l, t));
+  assert_false(tg_perf_reread_take(&l, t + TG_PERF_MAPS_REREAD_MS - 1));
+  assert_true(tg_perf_reread_take(&l, t + TG_PERF_MAPS_REREAD_MS));
+  assert_false(tg_perf_reread_take(&l, t + TG_PERF_MAPS_REREAD_MS));
+  /* Two periods later: two more; a long pause earns the burst only. */
+  assert_true(tg_perf_reread_take(&l, t + 3 * TG_PERF_MAPS_REREAD_MS));
+  assert_true(tg_perf_reread_take(&l, t + 3 * TG_PERF_MAPS_REREAD_MS));
+  assert_false(tg_perf_reread_take(&l, t + 3 * TG_PERF_MAPS_REREAD_MS));
+  t += 1000000;
+  for (int i = 0; i < TG_PERF_MAPS_REREAD_BURST; i++)
+    assert_true(tg_perf_reread_take(&l, t));
+  assert_false(tg_perf_reread_take(&l, t));
+  /* A clock that goes back earns nothing and breaks nothing. */
+  assert_false(tg_perf_reread_take(&l, 0));
+  tg_perf_reread_fill(&l, t);
+  assert_true(tg_perf_reread_take(&l, t));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(rereads_are_a_burst_then_one_per_period),
       cmocka_unit_test(every_field_of_a_line),
       cmocka_unit_test(malformed_lines_are_refused),
       cmocka_unit_test(a_file_keeps_executable_mappings_in_order),

@@ -132,6 +132,9 @@ static void chain_of_a_spinning_child(void **state) {
     uint64_t regs[TG_PERF_MAX_USER_REGS], pcs[64];
     for (uint32_t i = 0; i < r.u.sample.n_regs; i++)
       regs[i] = tg_perf_user_reg_at(&r, i);
+    /* As if the child mapped code at every other sample: its Dwfl is
+     * rebuilt or, past the rate limit, kept; either unwinds. */
+    if (samples % 2) tg_perf_unwinder_forget(u, (uint32_t)child);
     int n = tg_perf_unwind(u, (uint32_t)child, r.u.sample.tid, regs,
                            r.u.sample.stack, r.u.sample.stack_dyn_size, pcs,
                            64);
