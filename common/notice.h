@@ -631,14 +631,8 @@
     "counts by reason follow")                                                \
   X(PERF_CONFINED, 8020, "tracegate-perf",                                    \
     "tracegate-perf confined itself at start: its seccomp filter refuses "    \
-    "the calls that reach into another process (process_vm_writev, ptrace, " \
-    "pidfd_getfd, ...) and its Landlock domain refuses every file system "    \
-    "write, /proc/PID/mem included; the kernel's Landlock ABI follows")       \
-  X(PERF_LANDLOCK_MISSING, 8021, "tracegate-perf",                            \
-    "tracegate-perf: the kernel offers no Landlock, so nothing in the "       \
-    "process refuses file system writes (/proc/PID/mem): only the unit's "    \
-    "ReadOnlyPaths=/proc does; the seccomp filter is in force; the reason "   \
-    "follows")                                                                \
+    "the calls that reach into another process (process_vm_writev and "       \
+    "_readv, ptrace, pidfd_getfd, process_madvise, kcmp)")                    \
   X(PERF_CONFINE_FAILED, 8022, "tracegate-perf",                              \
     "tracegate-perf cannot install its seccomp filter (or set "               \
     "no_new_privs) and does not start: a profiler with CAP_SYS_PTRACE must "  \

@@ -185,9 +185,10 @@ static int build_filter(tg_sandbox_t *sb, const tg_sandbox_spec_t *spec) {
 int tg_sandbox_prepare(tg_sandbox_t *sb, const tg_sandbox_spec_t *spec) {
   memset(sb, 0, sizeof(*sb));
   sb->ruleset_fd = -1;
+  sb->landlock_abi = -EOPNOTSUPP;
   if (spec->n_deny > TG_SANDBOX_MAX_DENY) return -E2BIG;
   int rv = build_filter(sb, spec);
-  if (rv == 0) rv = prepare_landlock(sb, spec);
+  if (rv == 0 && spec->landlock) rv = prepare_landlock(sb, spec);
   if (rv < 0) tg_sandbox_release(sb);
   return rv;
 }

@@ -21,6 +21,11 @@
 #include <stdint.h>
 
 typedef struct tg_sandbox_spec {
+  /* A Landlock domain at all. A process that reads other processes'
+   * /proc/PID/root or /proc/PID/mem cannot have one: Landlock refuses a
+   * domain's process every ptrace access check on a process outside it,
+   * and those files are behind one. */
+  bool landlock;
   /* File system (Landlock). Writes of every kind (writing, truncating,
    * creating, removing, renaming, device ioctls) are always refused.
    * NULL: reads and execution stay free. Else a NULL-terminated list of

@@ -229,7 +229,8 @@ static int prepare_sandbox(tg_sandbox_t *sb, const char *tp_dir) {
       SYS_pidfd_getfd,
 #endif
   };
-  const tg_sandbox_spec_t spec = {.read_beneath = read_beneath,
+  const tg_sandbox_spec_t spec = {.landlock = true,
+                                  .read_beneath = read_beneath,
                                   .scope_signals = true,
                                   .deny = deny,
                                   .n_deny = sizeof(deny) / sizeof(deny[0])};

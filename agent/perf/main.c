@@ -27,9 +27,8 @@ static const tg_prog_t prog = {
     .name = "tracegate-perf", .synopsis = "[options]", .about = about};
 
 /* Before any thread and before the first file a user controls is read:
- * the profiler gives up reaching into other processes and writing files
- * (perf_confine.h). Without the seccomp filter it does not run; without
- * Landlock it says so and runs. */
+ * the profiler gives up reaching into other processes (perf_confine.h).
+ * Without the filter it does not run. */
 static int confine(void) {
   tg_perf_confine_t c;
   int rv = tg_perf_confine(&c);
@@ -37,11 +36,7 @@ static int confine(void) {
     TG_ERROR("%s seccomp: %s", TG_NOTE(PERF_CONFINE_FAILED), tg_strerror(rv));
     return rv < 0 ? rv : -EPERM;
   }
-  if (!c.landlock)
-    TG_WARN("%s landlock: %s", TG_NOTE(PERF_LANDLOCK_MISSING),
-            tg_strerror(c.landlock_abi < 0 ? c.landlock_abi : rv));
-  else
-    TG_INFO("%s landlock abi %d", TG_NOTE(PERF_CONFINED), c.landlock_abi);
+  TG_INFO("%s", TG_NOTE(PERF_CONFINED));
   return 0;
 }
 

@@ -2,39 +2,33 @@
  * controls (maps, ELF files, DWARF, stacks).
  *
  * Its capabilities (CAP_SYS_PTRACE above all) would let a process that
- * took it over write into any other process: process_vm_writev(2), or
- * open(2) of /proc/PID/mem for writing. The profiler never writes into
- * another process nor opens any file for writing, so it gives both up for
- * good, whoever started it (systemd, setpriv, a container):
+ * took it over reach into any other process. The profiler never writes
+ * into, reads the memory of, or takes descriptors from another process,
+ * so a seccomp filter (common/sandbox.h) refuses it, for good and however
+ * it was started (systemd, setpriv, a container): process_vm_writev,
+ * process_vm_readv, ptrace, pidfd_getfd, process_madvise, kcmp, and every
+ * x32 call.
  *
- *   - a seccomp filter refuses (EPERM) the calls that reach into another
- *     process: process_vm_writev, process_vm_readv, ptrace, pidfd_getfd,
- *     process_madvise, kcmp, and every x32 call;
- *   - a Landlock domain refuses every write access to the file system
- *     (writing, truncating, creating, removing, renaming a file, device
- *     ioctls), so /proc/PID/mem opens read-only at most. Reading and
- *     executing stay allowed; memfds and the sockets it connects to are
- *     not path opens and stay usable.
+ * Not Landlock: a Landlock domain's process fails every ptrace access
+ * check on a process outside the domain, and /proc/PID/root, through
+ * which the profiler reads each process's files, is behind one. So
+ * /proc/PID/mem opened for writing is closed by the unit's read-only
+ * /proc (ReadOnlyPaths=), not here; docs/security.md says what remains.
  *
- * Both are inherited by threads created afterwards, and cannot be undone.
- * docs/security.md says why parsing stays in this process. */
+ * The filter binds threads created afterwards and any exec, and cannot be
+ * undone. */
 #ifndef TRACEGATE_AGENT_PERF_PERF_CONFINE_H
 #define TRACEGATE_AGENT_PERF_PERF_CONFINE_H
 
 #include <stdbool.h>
 
 typedef struct {
-  bool seccomp;  /* the filter is installed */
-  bool landlock; /* the write-denying domain is in force */
-  int landlock_abi; /* the kernel's Landlock ABI version, or -errno */
+  bool seccomp; /* the filter is installed */
 } tg_perf_confine_t;
 
-/* Installs both on the calling thread; call it before any thread starts
- * (Landlock binds the caller and what it creates later). Sets
- * no_new_privs. Returns 0 when both are in force; -ENOSYS or
- * -EOPNOTSUPP when the kernel has no Landlock (the seccomp filter is then
- * still installed: |out| says which holds); another -errno when either
- * could not be installed. |out| may be NULL. */
+/* Installs the filter (and no_new_privs) on the calling process; call it
+ * before any thread starts. Returns 0, or -errno when it could not be
+ * installed (|out| says so too). |out| may be NULL. */
 int tg_perf_confine(tg_perf_confine_t *out);
 
 #endif
