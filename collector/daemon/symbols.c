@@ -680,7 +680,7 @@ void coll_symbols_metrics(const coll_t *c, FILE *f) {
           "counter\n"
           "tracegate_collector_symbolize_debuginfod_seconds_total %.3f\n",
           g->refused_dotdot, g->refused_kernel_fs, g->refused_not_regular,
-          g->refused_split_dwarf, g->dbgf_found, g->dbgf_lookups - g->dbgf_found - g->dbgf_cut,
-          g->dbgf_cut, g->dbgf_refused,
-          g->dbgf_bytes, (double)g->dbgf_ns / 1e9);
+          g->refused_split_dwarf, g->dbgf_found,
+          g->dbgf_lookups - g->dbgf_found - g->dbgf_cut, g->dbgf_cut,
+          g->dbgf_refused, g->dbgf_bytes, (double)g->dbgf_ns / 1e9);
 }

@@ -118,7 +118,8 @@ static void find_alt(Dwarf *dw, const char *debug_path, tg_sym_module_t *m,
               ? snprintf(p, sizeof(p), "%s", name)
               : snprintf(p, sizeof(p), "%.*s/%s", (int)(slash - debug_path),
                          debug_path, name);
-  if (n > 0 && (size_t)n < sizeof(p)) try_alt(p, true, id, (size_t)len, m, o, l);
+  if (n > 0 && (size_t)n < sizeof(p))
+    try_alt(p, true, id, (size_t)len, m, o, l);
 }
 
 int tg__sym_guard_links(Dwarf *dw, const char *debug_path, tg_sym_module_t *m,

@@ -31,6 +31,7 @@
 #include "agent/perf/perf_procs.h"
 #include "agent/perf/perf_record.h"
 #include "agent/perf/perf_unwind.h"
+#include "tests/perf/test_cmd.h"
 
 /* Each sample holds a 16 KiB stack copy: 32 pages hold about seven. */
 #define PAGES 32
@@ -184,15 +185,6 @@ static void chain_of_a_spinning_child(void **state) {
   assert_true(whole > 0);
 }
 
-static int run(const char *fmt, ...) {
-  char cmd[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof(cmd), fmt, ap);
-  va_end(ap);
-  return system(cmd);
-}
-
 /* Its functions' CFI in .debug_frame alone (no unwind tables): unwinding
  * them loads the file's DWARF, the one path on which libdw could look for
  * the files it names. */
@@ -239,8 +231,7 @@ static void unwinds_to_main(const char *dir, const char *prog) {
  * a C compiler; the alt file's case without dwz, saying so. */
 static void named_files_never_opened(void **state) {
   (void)state;
-  const char *cc = getenv("CC");
-  if (!cc || !cc[0]) cc = "cc";
+  const char *cc = test_cc();
   char dir[] = "/tmp/tg_unwind_links_XXXXXX";
   assert_non_null(mkdtemp(dir));
   char src[600];
@@ -249,27 +240,28 @@ static void named_files_never_opened(void **state) {
   assert_non_null(f);
   assert_true(fputs(spin_src, f) >= 0);
   assert_int_equal(fclose(f), 0);
-  if (run("cd '%s' && %s " SPIN_FLAGS " -DSPIN=0 -gsplit-dwarf -o split "
-          "spin.c && for d in *.dwo; do rm \"$d\" && mkfifo \"$d\"; done",
-          dir, cc)) {
+  if (test_run("cd '%s' && %s " SPIN_FLAGS " -DSPIN=0 -gsplit-dwarf -o "
+               "split spin.c && for d in *.dwo; do rm \"$d\" && "
+               "mkfifo \"$d\"; done",
+               dir, cc)) {
     fprintf(stderr, "no C compiler with -gsplit-dwarf (%s): skipped\n", cc);
-    run("rm -rf '%s'", dir);
+    test_run("rm -rf '%s'", dir);
     skip();
   }
   unwinds_to_main(dir, "split");
-  if (run("command -v dwz >/dev/null 2>&1")) {
+  if (test_run("command -v dwz >/dev/null 2>&1")) {
     fprintf(stderr, "dwz is not installed: the alt file's case is skipped\n");
-  } else if (run("cd '%s' && %s " SPIN_FLAGS " -DSPIN=1 -o alt1 spin.c && "
-                 "%s " SPIN_FLAGS " -DSPIN=2 -o alt2 spin.c && "
-                 "dwz -m \"$PWD/common.debug\" -M \"$PWD/common.debug\" "
-                 "alt1 alt2 && test -f common.debug && rm common.debug && "
-                 "mkfifo common.debug",
-                 dir, cc, cc)) {
+  } else if (test_run("cd '%s' && %s " SPIN_FLAGS " -DSPIN=1 -o alt1 "
+                      "spin.c && %s " SPIN_FLAGS " -DSPIN=2 -o alt2 spin.c && "
+                      "dwz -m \"$PWD/common.debug\" -M "
+                      "\"$PWD/common.debug\" alt1 alt2 && test -f "
+                      "common.debug && rm common.debug && mkfifo common.debug",
+                      dir, cc, cc)) {
     fprintf(stderr, "dwz made no alt file here: its case is skipped\n");
   } else {
     unwinds_to_main(dir, "alt1");
   }
-  run("rm -rf '%s'", dir);
+  test_run("rm -rf '%s'", dir);
 }
 
 int main(void) {

@@ -34,23 +34,10 @@
 #include <libelf.h>
 
 #include "consumer/symbolize/symbolize.h"
+#include "tests/perf/test_cmd.h"
 
 /* Far above what one module takes, far below ctest's timeout. */
 #define RESOLVE_ALARM_S 60
-
-static const char *cc(void) {
-  const char *c = getenv("CC");
-  return c && c[0] ? c : "cc";
-}
-
-static int run(const char *fmt, ...) {
-  char cmd[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof(cmd), fmt, ap);
-  va_end(ap);
-  return system(cmd);
-}
 
 static void write_file(const char *dir, const char *name, const char *text) {
   char p[512];
@@ -100,12 +87,18 @@ static void module_of(tg_sym_module_t *m, const char *path, const char *sym) {
   m->n_pcs = m->cap_pcs = 1;
 }
 
-/* tg_sym_resolve of |m| from its own file, bounded by the alarm. */
-static void resolve_bounded(tg_sym_module_t *m, tg_sym_stats_t *st) {
+/* |m| for |sym| of |path|, resolved from that file under the alarm:
+ * found, its one address named. */
+static void resolve_file(tg_sym_module_t *m, const char *path,
+                         const char *sym, tg_sym_stats_t *st) {
+  module_of(m, path, sym);
   tg_sym_opts_t o = {.module_files = true, .stats = st};
   alarm(RESOLVE_ALARM_S);
   assert_int_equal(tg_sym_resolve(m, &o), 0);
   alarm(0);
+  assert_int_equal(m->source, TG_SYM_SRC_MODULE);
+  assert_int_equal(m->n_addrs, 1);
+  assert_string_equal(m->addrs[0].lines[0].function, sym);
 }
 
 static bool ends_with(const char *s, const char *suffix) {
@@ -114,7 +107,7 @@ static bool ends_with(const char *s, const char *suffix) {
 }
 
 static void cleanup(const char *dir) {
-  run("rm -rf '%s'", dir);
+  test_run("rm -rf '%s'", dir);
 }
 
 static const char split_src[] =
@@ -126,8 +119,9 @@ static void split_case(const char *flags) {
   char dir[] = "/tmp/tg_sym_split_XXXXXX";
   assert_non_null(mkdtemp(dir));
   write_file(dir, "split.c", split_src);
-  if (run("cd '%s' && %s -O1 %s -o split split.c", dir, cc(), flags)) {
-    print_message("no C compiler with %s (%s): skipped\n", flags, cc());
+  if (test_run("cd '%s' && %s -O1 %s -o split split.c", dir, test_cc(),
+               flags)) {
+    print_message("no C compiler with %s (%s): skipped\n", flags, test_cc());
     cleanup(dir);
     skip();
   }
@@ -149,18 +143,14 @@ static void split_case(const char *flags) {
 
   char bin[512];
   snprintf(bin, sizeof(bin), "%s/split", dir);
+  /* Named all the same: the symbol, and the skeleton's own lines. */
   tg_sym_module_t m;
-  module_of(&m, bin, "tg_split_fn");
   tg_sym_stats_t st = {0};
-  resolve_bounded(&m, &st);
-  assert_int_equal(m.source, TG_SYM_SRC_MODULE);
+  resolve_file(&m, bin, "tg_split_fn", &st);
   assert_int_equal(m.refused, TG_SYM_REFUSED_SPLIT_DWARF);
   assert_int_equal(st.refused[TG_SYM_REFUSED_SPLIT_DWARF], 1);
   assert_int_equal(st.refused[TG_SYM_REFUSED_NOT_REGULAR], 0);
-  /* Named all the same: the symbol, and the skeleton's own lines. */
-  assert_int_equal(m.n_addrs, 1);
   assert_int_equal(m.addrs[0].n_lines, 1);
-  assert_string_equal(m.addrs[0].lines[0].function, "tg_split_fn");
   assert_non_null(m.addrs[0].lines[0].file);
   assert_true(ends_with(m.addrs[0].lines[0].file, "split.c"));
   assert_int_equal(m.addrs[0].lines[0].line, 1);
@@ -192,7 +182,7 @@ static const char prog2[] =
 
 static void dwz_alt_file_checked(void **state) {
   (void)state;
-  if (run("command -v dwz >/dev/null 2>&1")) {
+  if (test_run("command -v dwz >/dev/null 2>&1")) {
     print_message("dwz is not installed: the alt file's case is skipped\n");
     skip();
   }
@@ -201,9 +191,9 @@ static void dwz_alt_file_checked(void **state) {
   write_file(dir, "shared.h", shared_h);
   write_file(dir, "p1.c", prog1);
   write_file(dir, "p2.c", prog2);
-  if (run("cd '%s' && %s -O1 -g -o p1 p1.c && %s -O1 -g -o p2 p2.c", dir,
-          cc(), cc())) {
-    print_message("no C compiler (%s): skipped\n", cc());
+  if (test_run("cd '%s' && %s -O1 -g -o p1 p1.c && %s -O1 -g -o p2 p2.c",
+               dir, test_cc(), test_cc())) {
+    print_message("no C compiler (%s): skipped\n", test_cc());
     cleanup(dir);
     skip();
   }
@@ -211,7 +201,7 @@ static void dwz_alt_file_checked(void **state) {
   snprintf(alt, sizeof(alt), "%s/common.debug", dir);
   snprintf(bin, sizeof(bin), "%s/p1", dir);
   /* -M: the link names the alt file by its absolute path. */
-  if (run("cd '%s' && dwz -m '%s' -M '%s' p1 p2", dir, alt, alt) ||
+  if (test_run("cd '%s' && dwz -m '%s' -M '%s' p1 p2", dir, alt, alt) ||
       access(alt, R_OK)) {
     print_message("dwz made no alt file here: skipped\n");
     cleanup(dir);
@@ -221,13 +211,9 @@ static void dwz_alt_file_checked(void **state) {
   /* The alt file where the link says: opened through the checked open,
    * its names used. */
   tg_sym_module_t m;
-  module_of(&m, bin, "tg_shared_area");
   tg_sym_stats_t st = {0};
-  resolve_bounded(&m, &st);
-  assert_int_equal(m.source, TG_SYM_SRC_MODULE);
+  resolve_file(&m, bin, "tg_shared_area", &st);
   assert_int_equal(m.refused, TG_SYM_REFUSED_NONE);
-  assert_int_equal(m.n_addrs, 1);
-  assert_string_equal(m.addrs[0].lines[0].function, "tg_shared_area");
   assert_true(m.addrs[0].lines[0].line > 0);
   tg_sym_module_free(&m);
 
@@ -237,13 +223,9 @@ static void dwz_alt_file_checked(void **state) {
   snprintf(real, sizeof(real), "%s.real", alt);
   assert_int_equal(rename(alt, real), 0);
   assert_int_equal(mkfifo(alt, 0600), 0);
-  module_of(&m, bin, "tg_shared_area");
-  resolve_bounded(&m, &st);
-  assert_int_equal(m.source, TG_SYM_SRC_MODULE);
+  resolve_file(&m, bin, "tg_shared_area", &st);
   assert_int_equal(m.refused, TG_SYM_REFUSED_NOT_REGULAR);
   assert_int_equal(st.refused[TG_SYM_REFUSED_NOT_REGULAR], 1);
-  assert_int_equal(m.n_addrs, 1);
-  assert_string_equal(m.addrs[0].lines[0].function, "tg_shared_area");
   tg_sym_module_free(&m);
   cleanup(dir);
 }
