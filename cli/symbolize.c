@@ -192,12 +192,13 @@ int cli_symbolize_main(int argc, char **argv) {
   if (refused || st->debuginfod_refused || st->debuginfod_cut)
     fprintf(stderr, "%s: %s files refused: %" PRIu64 " with '..' or "
             "relative, %" PRIu64 " of the kernel (/proc, /sys, /dev), %" PRIu64
-            " not regular; debuginfod lookups past a cap: %" PRIu64 " not "
-            "made, %" PRIu64 " cut short\n", prog,
+            " not regular, %" PRIu64 " split-DWARF .dwo; debuginfod lookups "
+            "past a cap: %" PRIu64 " not made, %" PRIu64 " cut short\n", prog,
             tg_notice_tag(TG_N_SYMBOLIZE_REFUSED),
             st->refused[TG_SYM_REFUSED_DOTDOT],
             st->refused[TG_SYM_REFUSED_KERNEL_FS],
-            st->refused[TG_SYM_REFUSED_NOT_REGULAR], st->debuginfod_refused,
+            st->refused[TG_SYM_REFUSED_NOT_REGULAR],
+            st->refused[TG_SYM_REFUSED_SPLIT_DWARF], st->debuginfod_refused,
             st->debuginfod_cut);
   if (json) {
     rv = print_json(&s, &r);

@@ -6,7 +6,8 @@
 #                        and the tests' own (cmocka, PostgreSQL, clang for
 #                        the fuzzers, Chromium for the web page's tests,
 #                        Alertmanager, Ceph's monitor, OSD and S3 gateway
-#                        for the bucket store's tests)
+#                        for the bucket store's tests, dwz for the
+#                        symbolizer's alt-file tests)
 #   deps.sh bench        the same, and the peer tools the benchmarks measure
 #                        against (stunnel4, ssh): without them their rows are
 #                        skipped
@@ -31,7 +32,7 @@ RUNTIME="openssl libwebsockets-evlib-uv"
 # make test's alone.
 TEST="libcmocka-dev groff-base postgresql clang libclang-rt-14-dev
 chromium chromium-driver libnss3-tools prometheus-alertmanager curl jq
-ceph-mon ceph-osd radosgw linux-perf"
+ceph-mon ceph-osd radosgw linux-perf dwz"
 
 mode="${1:-}"
 case "$mode" in

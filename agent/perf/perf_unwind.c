@@ -137,7 +137,16 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *name,
  * outermost frame does; with a debug file found by build id (Debian's
  * -dbgsym packages, libc6-dbg), that would open it and inflate its
  * compressed DWARF sections once per process's Dwfl, for no frame more.
- * Names from debug files are the symbolizer's work, not the reader's. */
+ * Names from debug files are the symbolizer's work, not the reader's.
+ *
+ * libdwfl also asks it for a dwz alt file (|debuglink_file| the path the
+ * module's .gnu_debugaltlink holds, crc 0) when it loads the DWARF for
+ * .debug_frame: declined too, and no name handed back, which libdwfl
+ * would open itself. Nothing else here can make libdw open a file a
+ * module names: libdw looks for the alt file only when a DIE's alt form
+ * is read, and for a split unit's .dwo only when a skeleton's split unit
+ * is asked for, and the unwinder reads call frame information alone,
+ * never a DIE (test_perf_unwind: both made FIFOs). */
 static int no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
                         Dwarf_Addr base, const char *file_name,
                         const char *debuglink_file, GElf_Word debuglink_crc,

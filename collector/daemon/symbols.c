@@ -46,7 +46,8 @@ static const char *const STATE_NAMES[] = {"waiting", "running", "done",
  * from it for a build without the symbolizer): the snapshot's symbols
  * state in the API, and summed for the metrics. */
 typedef struct sym_guard {
-  uint64_t refused_dotdot, refused_kernel_fs, refused_not_regular;
+  uint64_t refused_dotdot, refused_kernel_fs, refused_not_regular,
+      refused_split_dwarf;
   uint64_t dbgf_lookups, dbgf_found, dbgf_cut, dbgf_refused, dbgf_bytes,
       dbgf_ns;
 } sym_guard_t;
@@ -79,6 +80,7 @@ static void guard_add(sym_guard_t *to, const sym_guard_t *g) {
   to->refused_dotdot += g->refused_dotdot;
   to->refused_kernel_fs += g->refused_kernel_fs;
   to->refused_not_regular += g->refused_not_regular;
+  to->refused_split_dwarf += g->refused_split_dwarf;
   to->dbgf_lookups += g->dbgf_lookups;
   to->dbgf_found += g->dbgf_found;
   to->dbgf_cut += g->dbgf_cut;
@@ -341,6 +343,7 @@ static void after_work(uv_work_t *w, int status) {
   sym_guard_t g = {st->refused[TG_SYM_REFUSED_DOTDOT],
                    st->refused[TG_SYM_REFUSED_KERNEL_FS],
                    st->refused[TG_SYM_REFUSED_NOT_REGULAR],
+                   st->refused[TG_SYM_REFUSED_SPLIT_DWARF],
                    st->debuginfod_lookups, st->debuginfod_found,
                    st->debuginfod_cut, st->debuginfod_refused, st->debuginfod_bytes,
                    st->debuginfod_ns};
@@ -580,9 +583,11 @@ void coll_symbols_stop(coll_t *c) {
 
 /* The files a run did not open, by reason (tg_sym_refusal_name's). */
 static json_t *refused_json(const sym_guard_t *g) {
-  return json_pack("{s:I, s:I, s:I}", "dotdot", (json_int_t)g->refused_dotdot,
-                   "kernel_fs", (json_int_t)g->refused_kernel_fs,
-                   "not_regular", (json_int_t)g->refused_not_regular);
+  return json_pack("{s:I, s:I, s:I, s:I}", "dotdot",
+                   (json_int_t)g->refused_dotdot, "kernel_fs",
+                   (json_int_t)g->refused_kernel_fs, "not_regular",
+                   (json_int_t)g->refused_not_regular, "split_dwarf",
+                   (json_int_t)g->refused_split_dwarf);
 }
 
 static json_t *debuginfod_json(const sym_guard_t *g) {
@@ -649,6 +654,8 @@ void coll_symbols_metrics(const coll_t *c, FILE *f) {
           "%" PRIu64 "\n"
           "tracegate_collector_symbolize_refused_total{reason=\"not_regular\"} "
           "%" PRIu64 "\n"
+          "tracegate_collector_symbolize_refused_total{reason=\"split_dwarf\"} "
+          "%" PRIu64 "\n"
           "# HELP tracegate_collector_symbolize_debuginfod_lookups_total "
           "debuginfod lookups of symbolize, by outcome (cut: cut short and "
           "refused: not made, a per-snapshot cap reached).\n"
@@ -673,7 +680,7 @@ void coll_symbols_metrics(const coll_t *c, FILE *f) {
           "counter\n"
           "tracegate_collector_symbolize_debuginfod_seconds_total %.3f\n",
           g->refused_dotdot, g->refused_kernel_fs, g->refused_not_regular,
-          g->dbgf_found, g->dbgf_lookups - g->dbgf_found - g->dbgf_cut,
-          g->dbgf_cut, g->dbgf_refused,
-          g->dbgf_bytes, (double)g->dbgf_ns / 1e9);
+          g->refused_split_dwarf, g->dbgf_found,
+          g->dbgf_lookups - g->dbgf_found - g->dbgf_cut, g->dbgf_cut,
+          g->dbgf_refused, g->dbgf_bytes, (double)g->dbgf_ns / 1e9);
 }

@@ -54,13 +54,16 @@
 #define TG_SYM_DEBUGINFOD_MAX_BYTES (1024ull << 20)
 #define TG_SYM_DEBUGINFOD_MAX_S 120u
 
-/* Why a file was not opened (tg_sym_open). */
+/* Why a file was not opened (tg_sym_open, and split units). */
 typedef enum tg_sym_refusal {
   TG_SYM_REFUSED_NONE = 0,
   TG_SYM_REFUSED_DOTDOT,      /* "dotdot": a ".." component, or relative */
   TG_SYM_REFUSED_KERNEL_FS,   /* "kernel_fs": /proc, /sys, /dev, or a file
                                * on procfs, sysfs, debugfs, tracefs ... */
   TG_SYM_REFUSED_NOT_REGULAR, /* "not_regular": FIFO, device, socket, dir */
+  TG_SYM_REFUSED_SPLIT_DWARF, /* "split_dwarf": a skeleton unit's .dwo,
+                               * never opened (symbolize_linked.h); one
+                               * per skeleton unit */
   TG_SYM_REFUSED_N
 } tg_sym_refusal_t;
 

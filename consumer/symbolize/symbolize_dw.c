@@ -5,7 +5,9 @@
  * wrong functions. Every file is opened here, through tg_sym_open, and
  * handed to libelf and libdwfl as a descriptor: their callbacks that
  * would look for files themselves (by build id, by debuglink, through
- * debuginfod when DEBUGINFOD_URLS is set) all decline. */
+ * debuginfod when DEBUGINFOD_URLS is set) all decline, and the files a
+ * debug file names inside itself (a dwz alt file, split-DWARF .dwo
+ * files) are kept from libdw's own opens (symbolize_linked.h). */
 #include <dlfcn.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -21,6 +23,7 @@
 
 #include "common/elf_plt.h"
 #include "consumer/symbolize/symbolize.h"
+#include "consumer/symbolize/symbolize_linked.h"
 
 int tg_sym_build_id_path(const char *dir, const uint8_t *id, size_t len,
                          char *out, size_t out_size) {
@@ -50,6 +53,9 @@ static int no_elf(Dwfl_Module *mod, void **userdata, const char *modname,
   return -1;
 }
 
+/* Also asked for the dwz alt file (|debuglink_file| the link's path, crc
+ * 0) when libdwfl loads the DWARF: declined, and nothing named, which
+ * libdwfl would open itself; symbolize_linked.c sets the alt file. */
 static int no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
                         Dwarf_Addr base, const char *file_name,
                         const char *debuglink_file, GElf_Word debuglink_crc,
@@ -65,23 +71,11 @@ static const Dwfl_Callbacks offline_cb = {
     .section_address = dwfl_offline_section_address,
 };
 
-/* tg_sym_open, its refusal counted once per module and reason. */
-static int open_file(const char *path, bool named, tg_sym_module_t *m,
-                     const tg_sym_opts_t *o) {
-  tg_sym_refusal_t why;
-  int fd = tg_sym_open(path, named, &why);
-  if (fd < 0 && why != TG_SYM_REFUSED_NONE && m->refused != why) {
-    m->refused = why;
-    if (o->stats) o->stats->refused[why]++;
-  }
-  return fd;
-}
-
 /* Whether |path| is an ELF file with |m|'s build id and, when
  * |need_names|, a .symtab or DWARF. |named|: the trace chose the path. */
 static bool file_matches(const char *path, bool named, tg_sym_module_t *m,
                          const tg_sym_opts_t *o, bool need_names) {
-  int fd = open_file(path, named, m, o);
+  int fd = tg__sym_open_counted(path, named, m, o);
   if (fd < 0) return false;
   bool ok = false;
   Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
@@ -287,22 +281,31 @@ static const char *call_file(Dwarf_Die *inl, Dwarf_Die *cu) {
 
 /* The lines of |addr| (Dwfl's address): innermost inlined function first,
  * each with the place it is at (the pc's line for the innermost, the call
- * site in it for the others). */
-static int resolve_addr(Dwfl_Module *mod, Dwarf_Addr addr, tg_sym_addr_t *out) {
+ * site in it for the others). |dies|: the module's DWARF may be read (its
+ * links are guarded, symbolize_linked.h); else the ELF symbols alone. A
+ * skeleton unit's DIEs are never walked: its functions are in its .dwo,
+ * which is not opened; its line table is its own. */
+static int resolve_addr(Dwfl_Module *mod, Dwarf_Addr addr, bool dies,
+                        tg_sym_addr_t *out) {
   const char *file = NULL;
   int line = 0;
-  Dwfl_Line *l = dwfl_module_getsrc(mod, addr);
+  Dwfl_Line *l = dies ? dwfl_module_getsrc(mod, addr) : NULL;
   if (l) file = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
   Dwarf_Addr bias = 0;
-  Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, &bias);
+  Dwarf_Die *cu = dies ? dwfl_module_addrdie(mod, addr, &bias) : NULL;
   Dwarf_Die *scopes = NULL;
-  int n = cu ? dwarf_getscopes(cu, addr - bias, &scopes) : 0;
+  int n = cu && !tg__sym_is_skeleton(cu)
+              ? dwarf_getscopes(cu, addr - bias, &scopes)
+              : 0;
   int rv = 0;
   bool any = false;
   for (int i = 0; i < n && !rv; i++) {
     int tag = dwarf_tag(&scopes[i]);
     if (tag != DW_TAG_subprogram && tag != DW_TAG_inlined_subroutine) continue;
     const char *fn = die_name(&scopes[i]);
+    /* A name the DWARF cannot give (an alt file not found): the
+     * function's own symbol. */
+    if (!fn && tag == DW_TAG_subprogram) fn = dwfl_module_addrname(mod, addr);
     rv = add_line(out, fn, file, line > 0 ? (uint32_t)line : 0);
     any = true;
     if (tag == DW_TAG_subprogram) break;
@@ -327,7 +330,7 @@ static int resolve_addr(Dwfl_Module *mod, Dwarf_Addr addr, tg_sym_addr_t *out) {
 static int plt_of_file(const char *path, bool named, tg_sym_module_t *m,
                        const tg_sym_opts_t *o, tg_plt_t *out) {
   memset(out, 0, sizeof(*out));
-  int fd = open_file(path, named, m, o);
+  int fd = tg__sym_open_counted(path, named, m, o);
   if (fd < 0) return 0;
   int rv = 0;
   Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
@@ -366,7 +369,7 @@ int tg_sym_resolve(tg_sym_module_t *m, const tg_sym_opts_t *o) {
   if (!dwfl) return -ENOMEM;
   /* Given a descriptor, libdwfl keeps it on success and leaves it to us
    * on failure. */
-  int fd = open_file(path, named, m, o);
+  int fd = tg__sym_open_counted(path, named, m, o);
   Dwfl_Module *mod = fd >= 0 ? dwfl_report_offline(dwfl, "", path, fd) : NULL;
   if (!mod && fd >= 0) close(fd);
   dwfl_report_end(dwfl, NULL, NULL);
@@ -377,8 +380,15 @@ int tg_sym_resolve(tg_sym_module_t *m, const tg_sym_opts_t *o) {
     dwfl_end(dwfl);
     return 0;
   }
-  tg_plt_t plt;
-  int rv = plt_of_module(m, path, named, o, &plt);
+  /* Guarded before any DIE is read (the alt file is set only then). */
+  tg__sym_linked_t links = {.alt_fd = -1};
+  Dwarf_Addr dbias;
+  Dwarf *dw = dwfl_module_getdwarf(mod, &dbias);
+  int rv = dw ? tg__sym_guard_links(dw, path, m, o, &links) : 0;
+  bool dies = dw && !rv;
+  if (rv != -ENOMEM) rv = 0;
+  tg_plt_t plt = {0};
+  if (!rv) rv = plt_of_module(m, path, named, o, &plt);
   m->addrs = calloc(m->n_pcs ? m->n_pcs : 1, sizeof(*m->addrs));
   if (!m->addrs) rv = -ENOMEM;
   for (size_t i = 0; i < m->n_pcs && !rv; i++) {
@@ -392,12 +402,13 @@ int tg_sym_resolve(tg_sym_module_t *m, const tg_sym_opts_t *o) {
       rv = add_line(a, plt_name, NULL, 0);
       m->n_plt += a->n_lines != 0;
     } else {
-      rv = resolve_addr(mod, m->pcs[i] + bias, a);
+      rv = resolve_addr(mod, m->pcs[i] + bias, dies, a);
     }
     if (a->n_lines) m->n_addrs++;
   }
   tg_plt_free(&plt);
   dwfl_end(dwfl);
+  tg__sym_linked_free(&links);
   return rv;
 }
 

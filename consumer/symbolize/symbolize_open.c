@@ -27,6 +27,7 @@ const char *tg_sym_refusal_name(tg_sym_refusal_t r) {
     case TG_SYM_REFUSED_DOTDOT: return "dotdot";
     case TG_SYM_REFUSED_KERNEL_FS: return "kernel_fs";
     case TG_SYM_REFUSED_NOT_REGULAR: return "not_regular";
+    case TG_SYM_REFUSED_SPLIT_DWARF: return "split_dwarf";
     default: return "none";
   }
 }

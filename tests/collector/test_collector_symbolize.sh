@@ -86,7 +86,8 @@ assert 0 <= s["frames_plt"] <= s["frames_named"] - s["frames_with_line"], s
 assert s["bytes"] > 0, s
 # Files the trace named and symbolize did not open, by reason, and what
 # debuginfod was asked (nothing: symbolize = local).
-assert sorted(s["refused"]) == ["dotdot", "kernel_fs", "not_regular"], s
+assert sorted(s["refused"]) == ["dotdot", "kernel_fs", "not_regular",
+                               "split_dwarf"], s
 assert all(isinstance(v, int) for v in s["refused"].values()), s
 assert s["debuginfod"]["lookups"] == 0 and s["debuginfod"]["refused"] == 0, s
 assert d["snapshot"]["state"] == "complete", d
@@ -109,6 +110,7 @@ curl -sf "${API%/api/v1}/metrics" >"$WORK/on.metrics" || die "GET /metrics"
 grep -q '^tracegate_collector_symbolized_total{outcome="stored"} 1$' "$WORK/on.metrics" ||
   die "the metrics do not count the symbols stored"
 for m in 'symbolize_refused_total{reason="not_regular"}' \
+         'symbolize_refused_total{reason="split_dwarf"} 0' \
          'symbolize_debuginfod_lookups_total{outcome="refused"} 0' \
          'symbolize_debuginfod_bytes_total 0' 'symbolize_debuginfod_seconds_total'; do
   grep -qF "tracegate_collector_$m" "$WORK/on.metrics" ||

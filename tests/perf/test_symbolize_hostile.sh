@@ -63,7 +63,8 @@ import json, sys
 doc = json.load(open(sys.argv[1]))
 assert doc["modules"] == 6 and doc["modules_found"] == 0, doc
 assert doc["frames_named"] == 0, doc
-assert doc["refused"] == {"dotdot": 1, "kernel_fs": 3, "not_regular": 2}, doc
+assert doc["refused"] == {"dotdot": 1, "kernel_fs": 3, "not_regular": 2,
+                          "split_dwarf": 0}, doc
 why = sorted(m.get("refused") for m in doc["modules_detail"])
 assert why == ["dotdot", "kernel_fs", "kernel_fs", "kernel_fs",
                "not_regular", "not_regular"], why
