@@ -651,10 +651,9 @@ coll_boosts_t *coll_boosts_new(coll_t *c, coll_snap_t *s, size_t n) {
   b->deadline_ms = coll_snap_started_ms(s) + c->cfg.perf_boost_window_ms +
                    c->cfg.clone_timeout_ms;
   b->cap = c->cfg.perf_boost_buffer * CAP_FACTOR + CAP_SLACK;
-  int64_t now = coll_loop_ms(c);
-  for (size_t i = 0; i < c->n; i++)
-    b->fleet_used += coll_boost_ledger_used(&c->hosts[i]->boost_ledger, now,
-                                            c->cfg.perf_boost_budget_window_ms);
+  coll_boost_fleet_t f;
+  coll_boost_fleet(c, &f);
+  b->fleet_used = f.used_ms;
   b->fleet_refill = -2;
   tg_buf_init(&b->moved, TG_CONSUMER_DEFAULT_MAX_PACKET + 64);
   for (size_t i = 0; i < n; i++) {
