@@ -118,6 +118,9 @@ typedef enum key_id {
   KEY_PERF_BOOST_WINDOW,
   KEY_PERF_BOOST_FREQUENCY,
   KEY_PERF_BOOST_BUFFER,
+  KEY_PERF_BOOST_BUDGET_WINDOW,
+  KEY_PERF_BOOST_HOST_PERCENT,
+  KEY_PERF_BOOST_FLEET_PERCENT,
   KEY_COUNT
 } key_id_t;
 
@@ -325,6 +328,22 @@ static const key_def_t KEYS[KEY_COUNT] = {
                                TG_COLL_BOOST_BUFFER_MIN,
                                TG_COLL_BOOST_BUFFER_MAX, false,
                                "a size from 64K to 1G in whole KiB", NULL},
+    [KEY_PERF_BOOST_BUDGET_WINDOW] = {
+        "perf_boost_budget_window", K_DURATION,
+        NUM_FIELD(perf_boost_budget_window_ms),
+        TG_COLL_BOOST_BUDGET_WINDOW_MIN_MS, TG_COLL_BOOST_BUDGET_WINDOW_MAX_MS,
+        false, "a duration from 1m to 1d", NULL},
+    [KEY_PERF_BOOST_HOST_PERCENT] = {"perf_boost_host_percent", K_UINT,
+                                     NUM_FIELD(perf_boost_host_percent), 1,
+                                     100, false,
+                                     "an integer 1..100 (percent of "
+                                     "perf_boost_budget_window)", NULL},
+    [KEY_PERF_BOOST_FLEET_PERCENT] = {"perf_boost_fleet_percent", K_UINT,
+                                      NUM_FIELD(perf_boost_fleet_percent), 1,
+                                      100, false,
+                                      "an integer 1..100 (percent of the "
+                                      "hosts' time in "
+                                      "perf_boost_budget_window)", NULL},
 };
 
 /* The file's limits (config.h): a file of every key and of the most
@@ -974,6 +993,26 @@ static int triple(parser_t *p, const key_id_t ids[3], bool *all) {
 }
 
 /* The checks that need the whole file, in the order config.h gives. */
+/* perf_boost_*_percent of perf_boost_budget_window must hold a whole
+ * boost (a fleet of one host the least): else no boost could ever start,
+ * which perf_boost_window 0 says plainly. */
+static int boost_budget_check(parser_t *p) {
+  const tg_coll_config_t *c = p->c;
+  static const key_id_t pct[2] = {KEY_PERF_BOOST_HOST_PERCENT,
+                                  KEY_PERF_BOOST_FLEET_PERCENT};
+  uint32_t v[2] = {c->perf_boost_host_percent, c->perf_boost_fleet_percent};
+  for (size_t i = 0; c->perf_boost_window_ms && i < 2; i++) {
+    if (c->perf_boost_budget_window_ms * v[i] / 100 >= c->perf_boost_window_ms)
+      continue;
+    unsigned line = p->seen[pct[i]] ? p->seen[pct[i]]
+                                    : p->seen[KEY_PERF_BOOST_BUDGET_WINDOW];
+    return fail(p, line ? line : p->seen[KEY_PERF_BOOST_WINDOW],
+                "%s: expected %u%% of perf_boost_budget_window to hold one "
+                "perf_boost_window at least", KEYS[pct[i]].name, v[i]);
+  }
+  return 0;
+}
+
 static int finish(parser_t *p) {
   tg_coll_config_t *c = p->c;
   for (size_t i = 0; i < KEY_COUNT; i++)
@@ -1002,13 +1041,17 @@ static int finish(parser_t *p) {
     return fail(p, p->seen[KEY_PERF_BOOST_BUFFER],
                 "perf_boost_buffer: expected %s (a buffer is sized in KiB)",
                 KEYS[KEY_PERF_BOOST_BUFFER].expect);
-  static const key_id_t boost_keys[] = {KEY_PERF_BOOST_FREQUENCY,
-                                        KEY_PERF_BOOST_BUFFER};
+  static const key_id_t boost_keys[] = {
+      KEY_PERF_BOOST_FREQUENCY, KEY_PERF_BOOST_BUFFER,
+      KEY_PERF_BOOST_BUDGET_WINDOW, KEY_PERF_BOOST_HOST_PERCENT,
+      KEY_PERF_BOOST_FLEET_PERCENT};
   for (size_t i = 0; i < sizeof boost_keys / sizeof boost_keys[0]; i++)
     if (p->seen[boost_keys[i]] && !p->seen[KEY_PERF_BOOST_WINDOW])
       return fail(p, p->seen[boost_keys[i]],
                   "%s: expected perf_boost_window too (without it there is "
                   "no boost to tune)", KEYS[boost_keys[i]].name);
+  int bad = boost_budget_check(p);
+  if (bad < 0) return bad;
   static const key_id_t s3_keys[] = {KEY_S3_ENDPOINT, KEY_S3_REGION,
                                      KEY_S3_CREDENTIALS_FILE, KEY_S3_PRESIGN,
                                      KEY_S3_ALLOW_PLAIN_HTTP};
@@ -1094,6 +1137,9 @@ void tg_coll_config_defaults(tg_coll_config_t *c) {
   c->symbolize_debuginfod_time_ms = 120LL * MS_PER_S;
   c->perf_boost_frequency = 499;
   c->perf_boost_buffer = 8u << 20;
+  c->perf_boost_budget_window_ms = 3600LL * MS_PER_S;
+  c->perf_boost_host_percent = 10;
+  c->perf_boost_fleet_percent = 5;
 }
 
 int tg_coll_config_parse(const char *text_untrusted, size_t len,

@@ -87,6 +87,13 @@
  *     perf_boost_frequency  20..4000, default 499: that rate, in Hz
  *     perf_boost_buffer  SIZE in whole KiB, 64K..1G, default 8M: the
  *                      boost session's buffer on each host
+ *     perf_boost_budget_window  DURATION, 1m..1d, default 1h: the sliding
+ *                      window the boosts' budgets count in
+ *     perf_boost_host_percent  1..100, default 10: the share of that
+ *                      window a host may spend boosted
+ *     perf_boost_fleet_percent  1..100, default 5: the share of the
+ *                      shard's hosts' time in it they may spend boosted
+ *                      together (each share must hold one window at least)
  *     compress_level   0..19, default 1 (0: relays do not compress)
  *     reconnect        DURATION, default 60s
  *     dead_link        DURATION, at least 1s, default 15s
@@ -215,6 +222,11 @@ typedef enum tg_coll_symbolize {
 #define TG_COLL_BOOST_FREQUENCY_MAX 4000
 #define TG_COLL_BOOST_BUFFER_MIN (64u << 10)
 #define TG_COLL_BOOST_BUFFER_MAX (1u << 30)
+/* perf_boost_budget_window's range (daemon/boost_budget.h): at least a
+ * minute, so that a 10% share holds a boost of several seconds; at most a
+ * day, past which a burst could use a day's share in one go. */
+#define TG_COLL_BOOST_BUDGET_WINDOW_MIN_MS (60LL * 1000)
+#define TG_COLL_BOOST_BUDGET_WINDOW_MAX_MS (86400LL * 1000)
 
 /* s3_presign's range and what "on" means: an issued URL outlives any
  * revocation of its holder's role, so "on" keeps that window short. The
@@ -309,6 +321,13 @@ typedef struct tg_coll_config {
   int64_t perf_boost_window_ms;
   uint32_t perf_boost_frequency; /* Hz, 20..4000 */
   uint64_t perf_boost_buffer;    /* bytes, whole KiB, 64K..1G */
+  /* The boosts' duty-cycle budget (daemon/boost_budget.h): within this
+   * sliding window, a host is boosted at most |perf_boost_host_percent|
+   * of it, the shard's hosts together |perf_boost_fleet_percent| of their
+   * time. */
+  int64_t perf_boost_budget_window_ms; /* 1m..1d */
+  uint32_t perf_boost_host_percent;    /* 1..100 */
+  uint32_t perf_boost_fleet_percent;   /* 1..100 */
   uint32_t compress_level;           /* 0..19 */
   int64_t reconnect_ms;
   int64_t dead_link_ms; /* >= 1000 */

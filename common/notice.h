@@ -566,6 +566,12 @@
     "(perf_boost_window): its boost session could not be reached, was "       \
     "refused or not read in time; the snapshot keeps its ring's profile, "    \
     "the host row's boost says why")                                          \
+  X(COLLECTOR_PERF_BOOST_BUDGET, 5091, "tracegate-collector",                 \
+    "a snapshot's host was not boosted (perf_boost_window): its own share "   \
+    "of perf_boost_budget_window (perf_boost_host_percent) or the hosts' "    \
+    "together (perf_boost_fleet_percent) has no room for one more window; "   \
+    "the snapshot keeps its ring's profile, the host row's boost says which " \
+    "budget, what it used and when it refills")                               \
   X(PROBES_FTRACE_UNAVAILABLE, 6001, "tracegate-probes",                      \
     "linux.ftrace: an instance cannot trace the kernel (writing tracefs "     \
     "needs root or CAP_DAC_OVERRIDE, or the kernel has none); the instance " \

@@ -146,7 +146,7 @@ static void get_hosts(coll_t *c, tg_http_exchange_t *x,
     const coll_host_t *h = c->hosts[i];
     hosts = tg_json_push(
         hosts,
-        json_pack("{s:o, s:o, s:s, s:I, s:b, s:o, s:o, s:o, s:o, s:o}",
+        json_pack("{s:o, s:o, s:s, s:I, s:b, s:o, s:o, s:o, s:o, s:o, s:o}",
                   "host", tg_json_text(h->t.spec),
                   "name", tg_json_text(h->t.label),
                   "state", coll_host_state_name(h->state),
@@ -156,7 +156,8 @@ static void get_hosts(coll_t *c, tg_http_exchange_t *x,
                   "why", tg_json_text(h->why),
                   "hostname", tg_json_text(h->fh && h->fh->report.has_info
                                                ? h->fh->report.hostname : ""),
-                  "problems", ring_problems(h)));
+                  "problems", ring_problems(h),
+                  "boost", coll_boost_host_json(c, h)));
   }
   char shard[32];
   snprintf(shard, sizeof(shard), "%u/%u", c->cfg.shard_index,
@@ -808,6 +809,37 @@ static void get_metrics(coll_t *c, tg_http_exchange_t *x,
     fprintf(o.f, "tracegate_collector_perf_boosts_total{state=\"%s\"} "
             "%" PRIu64 "\n", coll_boost_state_name((coll_boost_state_t)i),
             k->perf_boosts[i]);
+  fputs("# HELP tracegate_collector_perf_boost_refusals_total Perf boosts "
+        "not started: a budget had no room for one more window "
+        "(perf_boost_host_percent, perf_boost_fleet_percent), by budget.\n"
+        "# TYPE tracegate_collector_perf_boost_refusals_total counter\n", o.f);
+  for (int v = COLL_BOOST_BUDGET_HOST; v <= COLL_BOOST_BUDGET_FLEET; v++)
+    fprintf(o.f, "tracegate_collector_perf_boost_refusals_total{budget=\"%s\"} "
+            "%" PRIu64 "\n", coll_boost_budget_name((coll_boost_verdict_t)v),
+            k->perf_boost_refused[v]);
+  coll_boost_fleet_t bf;
+  coll_boost_fleet(c, &bf);
+  fprintf(o.f,
+          "# HELP tracegate_collector_perf_boost_seconds_total Seconds hosts "
+          "sampled at the boost's rate, summed over hosts, as boosts end.\n"
+          "# TYPE tracegate_collector_perf_boost_seconds_total counter\n"
+          "tracegate_collector_perf_boost_seconds_total %.3f\n"
+          "# HELP tracegate_collector_perf_boost_budget_used_seconds The "
+          "hosts' boost seconds within perf_boost_budget_window, boosts under "
+          "way counted to their window's end.\n"
+          "# TYPE tracegate_collector_perf_boost_budget_used_seconds gauge\n"
+          "tracegate_collector_perf_boost_budget_used_seconds %.3f\n"
+          "# HELP tracegate_collector_perf_boost_budget_limit_seconds The "
+          "most the hosts may use together (perf_boost_fleet_percent of "
+          "their time in the window).\n"
+          "# TYPE tracegate_collector_perf_boost_budget_limit_seconds gauge\n"
+          "tracegate_collector_perf_boost_budget_limit_seconds %.3f\n"
+          "# HELP tracegate_collector_perf_boost_hosts_over_budget Hosts "
+          "whose own budget has no room for a boost now.\n"
+          "# TYPE tracegate_collector_perf_boost_hosts_over_budget gauge\n"
+          "tracegate_collector_perf_boost_hosts_over_budget %zu\n",
+          (double)k->perf_boost_ms / 1e3, (double)bf.used_ms / 1e3,
+          (double)bf.limit_ms / 1e3, bf.hosts_full);
   fputs("# HELP tracegate_collector_triggers_capped_total Triggers refused, "
         "by the budget that had nothing left.\n"
         "# TYPE tracegate_collector_triggers_capped_total counter\n", o.f);

@@ -38,8 +38,9 @@ struct coll_boost_cfg {
 };
 
 typedef enum {
-  BH_NONE,  /* no boost: the host was not cloned */
-  BH_HELD,  /* another snapshot's boost runs on the host */
+  BH_NONE,   /* no boost: the host was not cloned */
+  BH_HELD,   /* another snapshot's boost runs on the host */
+  BH_BUDGET, /* a budget had no room for it: none started */
   BH_DIAL,
   BH_RUN,   /* EnableTracing sent: sampling until the window ends */
   BH_READ,
@@ -84,6 +85,11 @@ typedef struct coll_boost_host {
   bh_reason_t reason;
   bool failed;
   uint64_t held_by; /* BH_HELD: the snapshot whose boost runs */
+  /* BH_BUDGET: which budget, what it used and its limit at the start,
+   * and when (ms after the start) a boost fits again; -1: never. */
+  coll_boost_verdict_t over;
+  int64_t used_ms, limit_ms, refill_in_ms;
+  int64_t start_ms; /* coll_loop_ms when dialed: its ledger span's start */
   uint64_t samples, packets, bytes, read_packets, stored, loss;
   coll_window_t win;        /* its packets' times (data_window.h) */
   tg_ftrace_loss_t started; /* the service's not-started data sources */
@@ -96,14 +102,29 @@ struct coll_boosts {
   coll_snap_t *s;
   size_t n, open;
   int64_t deadline_ms; /* coll_loop_ms by which every boost is released */
+  /* The shard's hosts' budget used, summed at the start and grown by each
+   * boost started since; the fleet's refill once a host asked (-2: not
+   * yet). */
+  int64_t fleet_used, fleet_refill;
   uint64_t cap;
   tg_buf_t moved; /* a packet with its sequence moved */
   coll_boost_host_t *hosts;
 };
 
+_Static_assert(COLL_BOOST_STATE_COUNT ==
+                   sizeof(((coll_counts_t *)0)->perf_boosts) / sizeof(uint64_t),
+               "coll_counts_t.perf_boosts has a slot per state");
+
 const char *coll_boost_state_name(coll_boost_state_t st) {
-  static const char *const names[] = {"sharp", "failed", "held"};
+  static const char *const names[] = {"sharp", "failed", "held", "budget"};
   return (unsigned)st < COLL_BOOST_STATE_COUNT ? names[st] : "?";
+}
+
+/* "TG-5090" for |n|, as the problems' codes are written. */
+static json_t *notice_code(tg_notice_t n) {
+  char code[16];
+  snprintf(code, sizeof(code), "TG-%d", (int)n);
+  return json_string(code);
 }
 
 /* --- the config ------------------------------------------------------------ */
@@ -273,6 +294,12 @@ static void on_gone(void *ctx, const char *detail) {
   bh->st = BH_RELEASED;
   bh->c = NULL;
   if (bh->h->boosting == bh) bh->h->boosting = NULL;
+  /* Its session is gone with the connection: a boost that ended before
+   * its window is charged only what it ran. */
+  int64_t ran = coll_boost_ledger_cut(&bh->h->boost_ledger, bh->start_ms,
+                                      coll_loop_ms(b->c));
+  bh->h->boost_ms += (uint64_t)ran;
+  b->c->counts.perf_boost_ms += (uint64_t)ran;
   b->c->counts.perf_boosts[bh->failed ? COLL_BOOST_FAILED : COLL_BOOST_SHARP]++;
   b->open--;
   coll_snap_boost_released(b->s);
@@ -507,6 +534,104 @@ static void on_ready(tg_consumer_t *c, int status, const char *msg) {
 static const tg_consumer_cbs_t boost_cbs = {.on_ready = on_ready,
                                             .on_close = on_close};
 
+/* --- the budget (boost_budget.h) ------------------------------------------------ */
+
+coll_boost_budget_t coll_boost_budget(const coll_t *c) {
+  const tg_coll_config_t *g = &c->cfg;
+  return (coll_boost_budget_t){.window_ms = g->perf_boost_budget_window_ms,
+                               .boost_ms = g->perf_boost_window_ms,
+                               .host_percent = g->perf_boost_host_percent,
+                               .fleet_percent = g->perf_boost_fleet_percent};
+}
+
+/* When (ms from |now|) |h|'s own budget has room for a boost; -1: never. */
+static int64_t host_refill_in(const coll_t *c, const coll_host_t *h,
+                              int64_t now) {
+  coll_boost_budget_t bb = coll_boost_budget(c);
+  const coll_boost_ledger_t *l = &h->boost_ledger;
+  int64_t t = coll_boost_refill(&l, 1, now, bb.window_ms,
+                                coll_boost_host_limit(&bb), bb.boost_ms);
+  return t < 0 ? -1 : t - now;
+}
+
+/* The same for the shard's hosts together: computed once per snapshot,
+ * when its first host is refused by it. */
+static int64_t fleet_refill_in(coll_boosts_t *b, int64_t now) {
+  if (b->fleet_refill != -2) return b->fleet_refill;
+  coll_t *c = b->c;
+  coll_boost_budget_t bb = coll_boost_budget(c);
+  const coll_boost_ledger_t **ls = calloc(c->n ? c->n : 1, sizeof(*ls));
+  if (!ls) return -1; /* the row says "never"; the next snapshot asks again */
+  for (size_t i = 0; i < c->n; i++) ls[i] = &c->hosts[i]->boost_ledger;
+  int64_t t = coll_boost_refill(ls, c->n, now, bb.window_ms,
+                                coll_boost_fleet_limit(&bb, c->n), bb.boost_ms);
+  free(ls);
+  b->fleet_refill = t < 0 ? -1 : t - now;
+  return b->fleet_refill;
+}
+
+/* Whether a budget refuses |bh|'s boost: then it is BH_BUDGET, counted,
+ * and said at the 1st, 2nd, 4th... refusal of each budget in the
+ * collector's life (a trigger storm costs a counter, not a log line). */
+static bool over_budget(coll_boost_host_t *bh) {
+  coll_boosts_t *b = bh->b;
+  coll_t *c = b->c;
+  coll_boost_budget_t bb = coll_boost_budget(c);
+  int64_t now = coll_loop_ms(c);
+  int64_t used = coll_boost_ledger_used(&bh->h->boost_ledger, now,
+                                        bb.window_ms);
+  coll_boost_verdict_t v = coll_boost_decide(&bb, used, b->fleet_used, c->n);
+  if (v == COLL_BOOST_BUDGET_OK) return false;
+  bool host = v == COLL_BOOST_BUDGET_HOST;
+  bh->st = BH_BUDGET;
+  bh->over = v;
+  bh->used_ms = host ? used : b->fleet_used;
+  bh->limit_ms = host ? coll_boost_host_limit(&bb)
+                      : coll_boost_fleet_limit(&bb, c->n);
+  bh->refill_in_ms = host ? host_refill_in(c, bh->h, now)
+                          : fleet_refill_in(b, now);
+  bh->h->boost_refused++;
+  c->counts.perf_boosts[COLL_BOOST_BUDGET]++;
+  uint64_t k = ++c->counts.perf_boost_refused[v];
+  if ((k & (k - 1)) == 0)
+    TG_WARN("snapshot %016" PRIx64 ": host %s: %s no perf boost: the %s "
+            "budget used %" PRId64 " of its %" PRId64 " ms in the last "
+            "%" PRId64 " s; room again in %" PRId64 " s (%" PRIu64 " refused "
+            "by it so far)", coll_snap_id(b->s), bh->h->t.spec,
+            TG_NOTE(COLLECTOR_PERF_BOOST_BUDGET), coll_boost_budget_name(v),
+            bh->used_ms, bh->limit_ms, bb.window_ms / 1000,
+            (bh->refill_in_ms + 999) / 1000, k);
+  return true;
+}
+
+json_t *coll_boost_host_json(const coll_t *c, const coll_host_t *h) {
+  if (!c->boost) return json_null();
+  coll_boost_budget_t bb = coll_boost_budget(c);
+  int64_t now = coll_loop_ms(c);
+  int64_t refill = host_refill_in(c, h, now);
+  return json_pack(
+      "{s:I, s:I, s:I, s:I, s:o, s:o}", "used_ms",
+      (json_int_t)coll_boost_ledger_used(&h->boost_ledger, now, bb.window_ms),
+      "limit_ms", (json_int_t)coll_boost_host_limit(&bb), "window_ms",
+      (json_int_t)bb.window_ms, "refill_in_ms", (json_int_t)refill,
+      "boosted_ms", tg_json_u64(h->boost_ms), "refused",
+      tg_json_u64(h->boost_refused));
+}
+
+void coll_boost_fleet(const coll_t *c, coll_boost_fleet_t *out) {
+  *out = (coll_boost_fleet_t){0};
+  if (!c->boost) return;
+  coll_boost_budget_t bb = coll_boost_budget(c);
+  int64_t now = coll_loop_ms(c), host_limit = coll_boost_host_limit(&bb);
+  for (size_t i = 0; i < c->n; i++) {
+    int64_t used = coll_boost_ledger_used(&c->hosts[i]->boost_ledger, now,
+                                          bb.window_ms);
+    out->used_ms += used;
+    out->hosts_full += used + bb.boost_ms > host_limit;
+  }
+  out->limit_ms = coll_boost_fleet_limit(&bb, c->n);
+}
+
 /* --- a snapshot's boosts ------------------------------------------------------ */
 
 coll_boosts_t *coll_boosts_new(coll_t *c, coll_snap_t *s, size_t n) {
@@ -526,6 +651,10 @@ coll_boosts_t *coll_boosts_new(coll_t *c, coll_snap_t *s, size_t n) {
   b->deadline_ms = coll_snap_started_ms(s) + c->cfg.perf_boost_window_ms +
                    c->cfg.clone_timeout_ms;
   b->cap = c->cfg.perf_boost_buffer * CAP_FACTOR + CAP_SLACK;
+  coll_boost_fleet_t f;
+  coll_boost_fleet(c, &f);
+  b->fleet_used = f.used_ms;
+  b->fleet_refill = -2;
   tg_buf_init(&b->moved, TG_CONSUMER_DEFAULT_MAX_PACKET + 64);
   for (size_t i = 0; i < n; i++) {
     b->hosts[i].b = b;
@@ -548,6 +677,7 @@ void coll_boosts_start(coll_boosts_t *b, size_t k, coll_host_t *h) {
             h->t.spec, bh->held_by);
     return;
   }
+  if (over_budget(bh)) return;
   char err[512] = "";
   tg_consumer_t *cons = NULL;
   void *conn = NULL;
@@ -568,6 +698,13 @@ void coll_boosts_start(coll_boosts_t *b, size_t k, coll_host_t *h) {
   bh->c = cons;
   bh->conn = conn;
   bh->st = BH_DIAL;
+  /* Charged its whole window now (boost_budget.h), cut at its release. */
+  const tg_coll_config_t *g = &b->c->cfg;
+  bh->start_ms = coll_loop_ms(b->c);
+  coll_boost_ledger_add(&h->boost_ledger, bh->start_ms,
+                        bh->start_ms + g->perf_boost_window_ms,
+                        g->perf_boost_budget_window_ms);
+  b->fleet_used += g->perf_boost_window_ms;
   h->boosting = bh;
   b->open++;
 }
@@ -613,15 +750,23 @@ const char *coll_boosts_row(coll_boosts_t *b, size_t k) {
   const tg_coll_config_t *g = &b->c->cfg;
   json_t *o = json_pack("{s:s, s:I, s:I}",
                         "state", coll_boost_state_name(
-                                     bh->st == BH_HELD ? COLL_BOOST_HELD
-                                     : bh->failed      ? COLL_BOOST_FAILED
-                                                       : COLL_BOOST_SHARP),
+                                     bh->st == BH_HELD     ? COLL_BOOST_HELD
+                                     : bh->st == BH_BUDGET ? COLL_BOOST_BUDGET
+                                     : bh->failed          ? COLL_BOOST_FAILED
+                                                           : COLL_BOOST_SHARP),
                         "frequency_hz", (json_int_t)g->perf_boost_frequency,
                         "window_ms", (json_int_t)g->perf_boost_window_ms);
   if (o && bh->st == BH_HELD) {
     char id[TG_COLL_ID_STRLEN];
     tg_coll_id_format(bh->held_by, id);
     json_object_set_new(o, "held_by", json_string(id));
+  } else if (o && bh->st == BH_BUDGET) {
+    json_object_set_new(o, "budget",
+                        json_string(coll_boost_budget_name(bh->over)));
+    json_object_set_new(o, "code", notice_code(TG_N_COLLECTOR_PERF_BOOST_BUDGET));
+    json_object_set_new(o, "used_ms", json_integer(bh->used_ms));
+    json_object_set_new(o, "limit_ms", json_integer(bh->limit_ms));
+    json_object_set_new(o, "refill_in_ms", json_integer(bh->refill_in_ms));
   } else if (o) {
     const tg_fleet_host_t *fh = bh->h->fh;
     json_object_set_new(o, "first_ms",
@@ -634,12 +779,8 @@ const char *coll_boosts_row(coll_boosts_t *b, size_t k) {
     json_object_set_new(o, "loss", tg_json_u64(bh->loss));
   }
   if (o && bh->failed) {
-    const char *tag = tg_notice_tag(TG_N_COLLECTOR_PERF_BOOST_FAILED);
-    char code[16];
-    /* "[TG-5090]" -> "TG-5090", as the problems' codes */
-    snprintf(code, sizeof(code), "%.*s", (int)strlen(tag) - 2, tag + 1);
     json_object_set_new(o, "reason", json_string(kReasons[bh->reason]));
-    json_object_set_new(o, "code", json_string(code));
+    json_object_set_new(o, "code", notice_code(TG_N_COLLECTOR_PERF_BOOST_FAILED));
     json_object_set_new(o, "error", tg_json_text(bh->err));
   }
   char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;

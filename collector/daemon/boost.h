@@ -16,6 +16,12 @@
  * host (another snapshot's window) starts none there, and its row says
  * which snapshot holds the sharp window ("held").
  *
+ * Budget (boost_budget.h): a boost starts only where the host's share of
+ * perf_boost_budget_window and the shard's hosts' share together have
+ * room for its whole window; else the host's row says "budget", which
+ * one, what it used and when it refills. Each boost started is charged
+ * its window at its start, cut to its release if that came first.
+ *
  * Bounds: a boost ends by perf_boost_window + clone_timeout after the
  * trigger (then it fails, its connection closed), and with the
  * snapshot's own deadline; the bytes it merges are at most
@@ -37,6 +43,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "collector/daemon/coll.h"
 #include "collector/daemon/snap.h"
 
@@ -48,9 +56,11 @@ typedef enum coll_boost_state {
   COLL_BOOST_SHARP,
   COLL_BOOST_FAILED,
   COLL_BOOST_HELD,
+  COLL_BOOST_BUDGET, /* none started: over a budget */
   COLL_BOOST_STATE_COUNT
 } coll_boost_state_t;
-/* "sharp", "failed", "held" (the row's state too); "?" out of range. */
+/* "sharp", "failed", "held", "budget" (the row's state too); "?" out of
+ * range. */
 const char *coll_boost_state_name(coll_boost_state_t st);
 
 /* From the flight config (c->flight) and perf_boost_*: the boost's
@@ -64,11 +74,27 @@ void coll_boost_config_free(coll_t *c);
  * when there is none. Borrowed from |c|. */
 const uint8_t *coll_boost_config(const coll_t *c, size_t *len);
 
+/* The budget's terms from c->cfg. */
+coll_boost_budget_t coll_boost_budget(const coll_t *c);
+/* Host |h|'s budget for /api/v1/hosts: used_ms, limit_ms and window_ms
+ * now, refill_in_ms (0: a boost fits now), boosted_ms and refused since
+ * it joined; JSON null when the collector has no boost. New reference. */
+json_t *coll_boost_host_json(const coll_t *c, const coll_host_t *h);
+/* The shard's hosts' boosts now, for /metrics: the ms used within the
+ * budget's window, its limit, and the hosts whose own budget has no
+ * room for a boost; all 0 when the collector has no boost. */
+typedef struct coll_boost_fleet {
+  int64_t used_ms, limit_ms;
+  size_t hosts_full;
+} coll_boost_fleet_t;
+void coll_boost_fleet(const coll_t *c, coll_boost_fleet_t *out);
+
 /* The boosts of snapshot |s| of |n| hosts; NULL when the collector has
  * none (perf_boost_window 0) or out of memory (said in the log). */
 coll_boosts_t *coll_boosts_new(coll_t *c, coll_snap_t *s, size_t n);
 /* Starts host |k|'s boost (|h|, borrowed for the snapshot's life), or
- * marks it held by the snapshot whose boost runs there. */
+ * marks it held by the snapshot whose boost runs there, or refused by a
+ * budget. */
 void coll_boosts_start(coll_boosts_t *b, size_t k, coll_host_t *h);
 /* Boosts whose connection is not released yet: the snapshot waits. */
 size_t coll_boosts_open(const coll_boosts_t *b);

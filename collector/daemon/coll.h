@@ -45,6 +45,7 @@
 
 #include "collector/config.h"
 #include "collector/daemon/alertmanager.h"
+#include "collector/daemon/boost_budget.h"
 #include "collector/daemon/clock.h"
 #include "collector/daemon/trigger_policy.h"
 #include "collector/store.h"
@@ -156,6 +157,12 @@ typedef struct coll_host {
   /* The perf boost running on it (boost.c), NULL for none: one at a
    * time, whichever snapshot started it. */
   struct coll_boost_host *boosting;
+  /* boost.c: its boosts within perf_boost_budget_window (boost_budget.h),
+   * the ms it was boosted and the boosts its budgets refused, since it
+   * joined the inventory (/api/v1/hosts). */
+  coll_boost_ledger_t boost_ledger;
+  uint64_t boost_ms;
+  uint64_t boost_refused;
 } coll_host_t;
 
 /* Snapshots and triggers, for /metrics (trigger.c, snap.c write them). */
@@ -176,8 +183,13 @@ typedef struct coll_counts {
   /* Data-source problems in snapshots' host rows, by reason. */
   uint64_t ds_failures[TG_DS_REASON_COUNT];
   /* Perf boosts (boost.c) ended, by how: sharp, failed, held (none
-   * started: another snapshot's ran on the host). */
-  uint64_t perf_boosts[3];
+   * started: another snapshot's ran on the host), budget (none started:
+   * over a budget). */
+  uint64_t perf_boosts[4];
+  /* Boosts refused, by the budget (coll_boost_verdict_t; the OK slot
+   * unused), and the ms hosts were boosted, counted as boosts end. */
+  uint64_t perf_boost_refused[3];
+  uint64_t perf_boost_ms;
   /* Snapshot durations (trigger to stored) by le bucket, in ms. */
   uint64_t dur_buckets[8];
   uint64_t dur_count;

@@ -24,7 +24,8 @@
  * snapshot's row each host that failed and why, opens a snapshot's
  * detail (its hosts, outcomes, windows, loss, data source problems, each
  * host's perf boost, the snapshot's symbols, a download and an Open per
- * host), and filters the list by trigger, host
+ * host), shows each host's perf boost budget (used, refused, when it
+ * refills), and filters the list by trigger, host
  * and state (the list's own arguments).
  *
  * The page is static; the only values put into it are the UI's URL, which

@@ -482,6 +482,15 @@ def check_page(s, args):
             continue
         check(got[0].get("state") == "tracing",
               "page: host %s's state is %r, not 'tracing'" % (want, got[0].get("state")))
+        # The collector boosts (perf_boost_window): each host's budget,
+        # 10% of an hour by default, in the API and in its row.
+        api = [h for h in api_get(args, "/api/v1/hosts")["hosts"] if h["host"] == want]
+        b = api[0].get("boost") if api else None
+        check(isinstance(b, dict) and b.get("limit_ms") == 360000
+              and b.get("window_ms") == 3600000,
+              "page: the API's host %s has no boost budget of 10%% of 1 h: %r" % (want, b))
+        check(" of 6 min 0 s in 60 min 0 s" in got[0].get("perf boost budget", ""),
+              "page: host %s's boost budget reads %r" % (want, got[0]))
     return "page: / loaded, snapshot %s complete 2/2, hosts %s listed" % (
         args.snapshot, ", ".join(args.host))
 

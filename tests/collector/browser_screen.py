@@ -298,8 +298,26 @@ detailInto(td, snap({state: 'done', bytes: 2048, modules: 4, modules_found: 3, f
      host(2, {state: 'held', frequency_hz: 499, window_ms: 2000, held_by: 'ffffffffffffff01'}),
      host(3, {state: 'failed', frequency_hz: 499, window_ms: 2000, first_ms: 0, last_ms: 0,
               samples: 0, packets: 0, bytes: 0, loss: 0, reason: 'lost', code: 'TG-5090',
-              error: hostile})]));
+              error: hostile}),
+     host(5, {state: 'budget', frequency_hz: 499, window_ms: 2000, budget: 'host',
+              code: 'TG-5091', used_ms: 360000, limit_ms: 360000, refill_in_ms: 90000})]));
 out.done = {cells: cells(), symbols: sym()};
+out.done.budget = td.querySelector('td.boost[data-budget]') &&
+                  td.querySelector('td.boost[data-budget]').dataset.budget;
+// A host row's budget (/api/v1/hosts' boost), full for another 12 min.
+const tr = hostRow({host: '10.9.9.6:7001', state: 'tracing', since_ms: now, why: '',
+                    problems: [], boost: {used_ms: 360000, limit_ms: 360000,
+                    window_ms: 3600000, refill_in_ms: 720000, boosted_ms: 7200000,
+                    refused: 3}});
+document.querySelector('#hosts tbody').appendChild(tr);
+const bc = tr.querySelector('td.boost');
+out.row = {used: bc.dataset.usedMs, limit: bc.dataset.limitMs, refused: bc.dataset.refused,
+           text: bc.textContent, title: bc.title,
+           color: getComputedStyle(bc.firstChild).color,
+           right: tr.getBoundingClientRect().right};
+tr.remove();
+out.none = hostRow({host: '10.9.9.7:7001', state: 'tracing', since_ms: now, why: '',
+                    problems: [], boost: null}).querySelector('td.boost').textContent;
 detailInto(td, snap({state: 'failed', why: hostile}, [host(4, null)]));
 out.failed = {cells: cells(), symbols: sym()};
 out.markup = td.querySelectorAll('img, script, b.x').length;
@@ -346,7 +364,7 @@ def check_boost(s, args):
     hostile = ('<img src=x onerror="window.tgHostileRan=true"><script>'
                'window.tgHostileRan=true</script><b class="x">bold</b>')
     r = s.js(BOOST_RENDER_JS, hostile)
-    sharp, held, failed = r["done"]["cells"]
+    sharp, held, failed, budget = r["done"]["cells"]
     check(sharp["boost"] == "sharp" and "2.0 s at 499 Hz" in sharp["text"]
           and "1996 samples" in sharp["text"]
           and re.search(r"from \d{4}-\d\d-\d\d \d\d:\d\d:\d\d (UTC|[+-]\d\d:\d\d)$",
@@ -358,6 +376,19 @@ def check_boost(s, args):
           and failed["code"] == "TG-5090"
           and failed["text"] == "failed lost (TG-5090): " + hostile,
           "boost: a failed boost with markup in its error reads %r" % (failed,))
+    check(budget["boost"] == "budget" and budget["code"] == "TG-5091"
+          and r["done"]["budget"] == "host"
+          and budget["text"] == "not boosted: host budget (TG-5091) used 6 min 0 s of "
+          "6 min 0 s, room again 90.0 s after the trigger"
+          and budget["color"] == "rgb(170, 102, 0)",
+          "boost: a boost over its budget reads %r" % (budget,))
+    row = r["row"]
+    check(row["used"] == "360000" and row["limit"] == "360000" and row["refused"] == "3"
+          and row["text"] == "6 min 0 s of 6 min 0 s in 60 min 0 s, 3 refused; "
+          "room again in 12 min 0 s" and row["title"] == "boosted 2 h 0 min in all"
+          and row["color"] == "rgb(170, 102, 0)" and row["right"] <= SCREEN_W,
+          "boost: a host's budget in the hosts table reads %r" % (row,))
+    check(r["none"] == "", "boost: a host without a boost budget shows %r" % (r["none"],))
     check(r["done"]["symbols"] == {
         "state": "done", "text": "done: 110 of 120 frames named (90 with a line), "
         "3 of 4 modules found, 2.0 KiB"},
@@ -371,7 +402,8 @@ def check_boost(s, args):
           "boost: a host's text became markup (%d elements, script ran: %r)"
           % (r["markup"], r["ran"]))
     return ("boost: snapshot %s's hosts' boosts (sharp) and symbols (%s) "
-            "as the API's; sharp, held, failed and symbols done/failed rendered, markup as text"
+            "as the API's; sharp, held, failed, budget, a host's budget and symbols "
+            "done/failed rendered, markup as text"
             % (args.snapshot, symbols["state"]))
 
 

@@ -176,6 +176,16 @@ boosts() {
 }
 [ "$(boosts sharp)" = 1 ] && [ $(($(boosts failed) + $(boosts held))) = 5 ] ||
   die "perf boosts in the metrics: $(grep perf_boosts "$WORK/metrics.txt")"
+# The budget's defaults: none refused; the three hosts may use 5% of an
+# hour each together (540 s), and host a's 2 s window is in what they used.
+metric() {
+  sed -n "s/^tracegate_collector_$1 \([0-9.]*\)$/\1/p" "$WORK/metrics.txt"
+}
+[ "$(boosts budget)" = 0 ] &&
+  [ "$(metric perf_boost_budget_limit_seconds)" = 540.000 ] &&
+  [ "$(metric perf_boost_hosts_over_budget)" = 0 ] &&
+  awk -v u="$(metric perf_boost_budget_used_seconds)" 'BEGIN { exit !(u >= 2) }' ||
+  die "the perf boost budget in the metrics: $(grep perf_boost "$WORK/metrics.txt")"
 stop_clean "$COLL_PID" "the collector" "$WORK/collector.log"
 
 NCPU=$(nproc)

@@ -6,8 +6,9 @@
  * refuses its session (at its session limit), where the host's relay dies
  * during its window, and where the host sends more than its cap (a
  * hostile relay in front of it); a second snapshot during a boost starts
- * none on the same host; each time the ring's clone is stored and the
- * snapshot finishes. Outcomes are read from the store's rows (the boost
+ * none on the same host; a boost over the host's or the fleet's budget
+ * starts none, on the daemon's clock; each time the ring's clone is
+ * stored and the snapshot finishes. Outcomes are read from the store's rows (the boost
  * field, as JSON). The boost's samples themselves are
  * test_collector_boost's (a real tracegate-perf).
  */
@@ -408,6 +409,144 @@ static void a_boost_past_its_cap_fails_too_big(void **state) {
   coll_unit_close(&u);
 }
 
+/* Host |i|'s budget as /api/v1/hosts shows it: field |key|. */
+static json_int_t budget_of(coll_unit_t *u, size_t i, const char *key) {
+  json_t *o = coll_boost_host_json(&u->c, coll_unit_host(u, u->h[i].spec));
+  assert_true(json_is_object(o));
+  json_t *v = json_object_get(o, key);
+  if (!json_is_integer(v)) fail_msg("host budget: no integer '%s'", key);
+  json_int_t n = json_integer_value(v);
+  json_decref(o);
+  return n;
+}
+
+/* Host |i|'s boost in snapshot |id| was refused by budget |which|: the
+ * clone stored whole beside it; used, limit and refill as given. */
+static void refused_by(coll_unit_t *u, uint64_t id, size_t i,
+                       const char *which, json_int_t used, json_int_t limit,
+                       json_int_t refill_in) {
+  tg_coll_host_outcome_t o;
+  json_t *b = boost_of(u, id, i, &o);
+  assert_int_equal(o, TG_COLL_HOST_OK);
+  assert_string_equal(str(b, "state"), "budget");
+  assert_string_equal(str(b, "budget"), which);
+  assert_string_equal(str(b, "code"), "TG-5091");
+  assert_int_equal(json_integer_value(json_object_get(b, "used_ms")), used);
+  assert_int_equal(json_integer_value(json_object_get(b, "limit_ms")), limit);
+  assert_int_equal(json_integer_value(json_object_get(b, "refill_in_ms")),
+                   refill_in);
+  json_decref(b);
+}
+
+/* The host's budget on the daemon's clock: 2% of a minute (1.2 s) holds
+ * one boost of 1 s. Host 0's first boost runs its window (the daemon's
+ * clock moved by it) and is charged 1 s; a second snapshot a second
+ * later clones the ring whole and starts no boost ("budget": the host's,
+ * 1000 of 1200 ms used; room again once 800 ms of it left the window,
+ * 58.8 s after this trigger); /api/v1/hosts' view and the counters say
+ * the same. At that refill, a third snapshot boosts again. */
+static void a_boost_over_the_host_budget_is_refused_the_clone_stored(
+    void **state) {
+  (void)state;
+  coll_unit_t u = {0};
+  up(&u, 1, "perf_boost_window = 1s\nperf_boost_budget_window = 1m\n"
+            "perf_boost_host_percent = 2\nperf_boost_fleet_percent = 100\n");
+  perf_producer(&u);
+  int64_t t0 = u.now_ms;
+  done_t d = {0};
+  uint64_t id = begin(&u, &d);
+  u.now_ms += 1000; /* its window, on the daemon's clock */
+  coll_unit_flush_until_idle(&u);
+  assert_int_equal(d.calls, 1);
+  tg_coll_host_outcome_t o;
+  json_t *b = boost_of(&u, id, 0, &o);
+  assert_string_not_equal(str(b, "state"), "budget");
+  json_decref(b);
+  assert_int_equal(budget_of(&u, 0, "used_ms"), 1000);
+  assert_int_equal(budget_of(&u, 0, "boosted_ms"), 1000);
+  assert_int_equal(budget_of(&u, 0, "refill_in_ms"), 59800);
+
+  u.now_ms = t0 + 2000;
+  done_t d2 = {0};
+  uint64_t id2 = begin(&u, &d2);
+  coll_unit_flush_until_idle(&u);
+  assert_int_equal(d2.calls, 1);
+  tg_coll_snapshot_t row;
+  tg_coll_host_t hosts[COLL_UNIT_HOSTS_MAX];
+  size_t n;
+  coll_unit_row(&u, id2, &row, hosts, COLL_UNIT_HOSTS_MAX, &n);
+  assert_int_equal(row.state, TG_COLL_COMPLETE);
+  assert_true(hosts[0].bytes > 0);
+  refused_by(&u, id2, 0, "host", 1000, 1200, 58800);
+  assert_int_equal(budget_of(&u, 0, "refused"), 1);
+  assert_int_equal(budget_of(&u, 0, "limit_ms"), 1200);
+  assert_int_equal(budget_of(&u, 0, "window_ms"), 60000);
+  assert_int_equal(u.c.counts.perf_boosts[COLL_BOOST_BUDGET], 1);
+  assert_int_equal(u.c.counts.perf_boost_refused[COLL_BOOST_BUDGET_HOST], 1);
+  assert_int_equal(u.c.counts.perf_boost_refused[COLL_BOOST_BUDGET_FLEET], 0);
+  assert_int_equal(u.c.counts.perf_boost_ms, 1000);
+  coll_boost_fleet_t f;
+  coll_boost_fleet(&u.c, &f);
+  assert_int_equal(f.used_ms, 1000);
+  assert_int_equal(f.limit_ms, 60000);
+  assert_int_equal(f.hosts_full, 1);
+
+  u.now_ms = t0 + 60800;
+  assert_int_equal(budget_of(&u, 0, "refill_in_ms"), 0);
+  done_t d3 = {0};
+  uint64_t id3 = begin(&u, &d3);
+  u.now_ms += 1000;
+  coll_unit_flush_until_idle(&u);
+  b = boost_of(&u, id3, 0, &o);
+  assert_string_not_equal(str(b, "state"), "budget");
+  json_decref(b);
+  assert_int_equal(budget_of(&u, 0, "boosted_ms"), 2000);
+  assert_int_equal(budget_of(&u, 0, "refused"), 1);
+  coll_unit_close(&u);
+}
+
+/* The fleet's budget: 2% of a minute each of two hosts, 2.4 s together,
+ * each host's own 100%. Both boosts of a first snapshot (failing
+ * not_offered once the daemon's clock passed their 1 s window) are
+ * charged 1 s each; a second snapshot's boosts would take the hosts past
+ * 2.4 s: both refused by the fleet's budget, each with room of its own.
+ * Room again once 600 ms left the window: both first boosts leave it
+ * together, so 300 ms past them, 58.3 s after the second trigger. */
+static void boosts_over_the_fleet_budget_are_refused(void **state) {
+  (void)state;
+  coll_unit_t u = {0};
+  up(&u, 2, "perf_boost_window = 1s\nperf_boost_budget_window = 1m\n"
+            "perf_boost_host_percent = 100\nperf_boost_fleet_percent = 2\n");
+  int64_t t0 = u.now_ms;
+  done_t d = {0};
+  uint64_t id = begin(&u, &d);
+  u.now_ms += 1000;
+  coll_unit_flush_until_idle(&u);
+  for (size_t i = 0; i < 2; i++) {
+    tg_coll_host_outcome_t o;
+    json_t *b = boost_of(&u, id, i, &o);
+    assert_string_equal(str(b, "state"), "failed");
+    json_decref(b);
+    assert_int_equal(budget_of(&u, i, "used_ms"), 1000);
+  }
+  u.now_ms = t0 + 2000;
+  done_t d2 = {0};
+  uint64_t id2 = begin(&u, &d2);
+  coll_unit_flush_until_idle(&u);
+  assert_int_equal(d2.calls, 1);
+  for (size_t i = 0; i < 2; i++) {
+    refused_by(&u, id2, i, "fleet", 2000, 2400, 58300);
+    assert_int_equal(budget_of(&u, i, "refill_in_ms"), 0); /* its own */
+  }
+  assert_int_equal(u.c.counts.perf_boost_refused[COLL_BOOST_BUDGET_FLEET], 2);
+  coll_boost_fleet_t f;
+  coll_boost_fleet(&u.c, &f);
+  assert_int_equal(f.used_ms, 2000);
+  assert_int_equal(f.limit_ms, 2400);
+  assert_int_equal(f.hosts_full, 0);
+  coll_unit_close(&u);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FLEET_TEST(a_boost_where_no_producer_offers_linux_perf_fails_alone),
@@ -416,6 +555,8 @@ int main(void) {
       FLEET_TEST(a_boost_the_service_refuses_fails_refused),
       FLEET_TEST(a_boost_whose_relay_dies_in_its_window_fails_lost),
       FLEET_TEST(a_boost_past_its_cap_fails_too_big),
+      FLEET_TEST(a_boost_over_the_host_budget_is_refused_the_clone_stored),
+      FLEET_TEST(boosts_over_the_fleet_budget_are_refused),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }

@@ -1231,6 +1231,60 @@ static void config_perf_boost_keys(void **state) {
                      "perf_boost_window: expected once");
 }
 
+/* The boosts' budget: an hour, 10% a host and 5% the fleet by default,
+ * read with their ranges; refused without perf_boost_window, and when a
+ * share of the window cannot hold one boost (on the line that set it). */
+static void config_perf_boost_budget_keys(void **state) {
+  (void)state;
+  tg_coll_config_t c;
+  expect_extra_ok("perf_boost_window = 10s\n", &c);
+  assert_int_equal(c.perf_boost_budget_window_ms, 3600 * 1000);
+  assert_int_equal(c.perf_boost_host_percent, 10);
+  assert_int_equal(c.perf_boost_fleet_percent, 5);
+  tg_coll_config_free(&c);
+  expect_extra_ok("perf_boost_window = 1s\nperf_boost_budget_window = 1m\n"
+                  "perf_boost_host_percent = 2\n"
+                  "perf_boost_fleet_percent = 100\n", &c);
+  assert_int_equal(c.perf_boost_budget_window_ms, 60 * 1000);
+  assert_int_equal(c.perf_boost_host_percent, 2);
+  assert_int_equal(c.perf_boost_fleet_percent, 100);
+  tg_coll_config_free(&c);
+  /* Exactly one window: 1% of 1d is 864 s, 60 s fits; 1m at 100%. */
+  expect_extra_ok("perf_boost_window = 1m\nperf_boost_budget_window = 1d\n"
+                  "perf_boost_host_percent = 1\nperf_boost_fleet_percent = 1\n",
+                  &c);
+  tg_coll_config_free(&c);
+  expect_extra_ok("perf_boost_window = 1m\nperf_boost_budget_window = 1m\n"
+                  "perf_boost_host_percent = 100\n"
+                  "perf_boost_fleet_percent = 100\n", &c);
+  tg_coll_config_free(&c);
+
+  static const char *const bad[] = {
+      "perf_boost_budget_window = 59s", "perf_boost_budget_window = 2d",
+      "perf_boost_budget_window = 0",   "perf_boost_host_percent = 0",
+      "perf_boost_host_percent = 101",  "perf_boost_host_percent = 5%",
+      "perf_boost_fleet_percent = 0",   "perf_boost_fleet_percent = 101",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char key[48], text[128];
+    snprintf(key, sizeof key, "%.*s: expected", (int)strcspn(bad[i], " "),
+             bad[i]);
+    snprintf(text, sizeof text, "perf_boost_window = 3s\n%s\n", bad[i]);
+    expect_extra_error(text, 5, key);
+  }
+  /* Without a boost to budget. */
+  expect_extra_error("perf_boost_host_percent = 20\n", 4,
+                     "perf_boost_host_percent: expected perf_boost_window");
+  expect_extra_error("perf_boost_budget_window = 2h\n", 4,
+                     "perf_boost_budget_window: expected perf_boost_window");
+  /* A share that holds no boost: 1% of 1h is 36 s, under 60 s; 10% of
+   * 1m is 6 s, under 10 s (the window's line: the shares are defaults). */
+  expect_extra_error("perf_boost_window = 1m\nperf_boost_fleet_percent = 1\n",
+                     5, "perf_boost_fleet_percent: expected 1%");
+  expect_extra_error("perf_boost_window = 10s\nperf_boost_budget_window = 1m\n",
+                     5, "perf_boost_host_percent: expected 10%");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(config_shard_can_be_set_from_a_command_line),
@@ -1263,6 +1317,7 @@ int main(void) {
       cmocka_unit_test(config_loads_a_file_relative_to_its_directory),
       cmocka_unit_test(config_takes_merge_allow_fields),
       cmocka_unit_test(config_perf_boost_keys),
+      cmocka_unit_test(config_perf_boost_budget_keys),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -115,9 +115,10 @@ function problemsInto(parent, problems, key) {
 }
 
 // A host's perf boost (its row's `boost`): the sharp window with its span
-// and rate, the failure's reason and code with its error, or the snapshot
-// that held the host's boost; '' for a host without one. Every value is
-// the API's or the host's: it goes into the page as text only.
+// and rate, the failure's reason and code with its error, the snapshot
+// that held the host's boost, or the budget that had no room for it; ''
+// for a host without one. Every value is the API's or the host's: it goes
+// into the page as text only.
 function boostText(b) {
   // A window without a timed packet (no sample) has no span to show.
   if (b.state === 'sharp')
@@ -127,6 +128,10 @@ function boostText(b) {
   if (b.state === 'failed')
     return 'failed ' + b.reason + ' (' + b.code + ')' + (b.error ? ': ' + b.error : '');
   if (b.state === 'held') return 'held by snapshot ' + b.held_by;
+  if (b.state === 'budget')
+    return 'not boosted: ' + b.budget + ' budget (' + b.code + ') used ' + span(b.used_ms) +
+           ' of ' + span(b.limit_ms) + (b.refill_in_ms >= 0
+               ? ', room again ' + span(b.refill_in_ms) + ' after the trigger' : '');
   return String(b.state);
 }
 // Into a host's cell: the boost cut to one line, its state, reason and
@@ -135,8 +140,10 @@ function boostInto(td, b, key) {
   if (typeof b !== 'object' || b === null) return;
   td.dataset.boost = String(b.state);
   if (b.reason) td.dataset.reason = String(b.reason);
+  if (b.budget) td.dataset.budget = String(b.budget);
   if (b.code) td.dataset.code = String(b.code);
-  const cls = b.state === 'failed' ? 'error' : b.state === 'sharp' ? 'ok' : '';
+  const cls = b.state === 'failed' ? 'error' : b.state === 'sharp' ? 'ok' :
+              b.state === 'budget' ? 'pending' : '';
   td.appendChild(cut(boostText(b), key, 'boost' + (cls ? ' ' + cls : '')));
 }
 // A snapshot's symbols (the answer's `symbols`): its state, with the
@@ -511,6 +518,23 @@ function snapshotRows(x) {
 
 // --- the hosts -------------------------------------------------------------------
 
+// A host's perf boost budget (/api/v1/hosts' `boost`, null without a
+// boost): what it used of its share in the window, the boosts its budgets
+// refused, and when one fits again if none does now. The cell's data-used-ms,
+// data-limit-ms and data-refused hold the numbers.
+function budgetInto(td, b) {
+  if (typeof b !== 'object' || b === null) return;
+  td.dataset.usedMs = String(b.used_ms);
+  td.dataset.limitMs = String(b.limit_ms);
+  td.dataset.refused = String(b.refused);
+  const full = b.refill_in_ms > 0;
+  const text = span(b.used_ms) + ' of ' + span(b.limit_ms) + ' in ' + span(b.window_ms) +
+               (b.refused ? ', ' + b.refused + ' refused' : '') +
+               (full ? '; room again in ' + span(b.refill_in_ms) : '');
+  td.appendChild(el('span', full ? 'pending' : '', text));
+  td.title = 'boosted ' + span(b.boosted_ms) + ' in all';
+}
+
 function hostRow(x) {
   const tr = el('tr');
   tr.dataset.host = x.host;
@@ -524,6 +548,7 @@ function hostRow(x) {
   cutCell(tr, x.why, 'hwhy:' + x.host, x.state === 'tracing' ? '' : 'error');
   const pc = cell(tr, null, 'problems');
   problemsInto(pc, x.problems, 'hprob:' + x.host);
+  budgetInto(cell(tr, null, 'boost'), x.boost);
   return tr;
 }
 
