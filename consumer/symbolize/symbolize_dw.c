@@ -25,23 +25,6 @@
 #include "consumer/symbolize/symbolize.h"
 #include "consumer/symbolize/symbolize_linked.h"
 
-int tg_sym_build_id_path(const char *dir, const uint8_t *id, size_t len,
-                         char *out, size_t out_size) {
-  static const char hex[] = "0123456789abcdef";
-  if (len < 2) return -EINVAL;
-  char h[2 * TG_SYM_MAX_BUILD_ID + 1];
-  if (len > TG_SYM_MAX_BUILD_ID) return -EINVAL;
-  for (size_t i = 0; i < len; i++) {
-    h[2 * i] = hex[id[i] >> 4];
-    h[2 * i + 1] = hex[id[i] & 15];
-  }
-  h[2 * len] = '\0';
-  int n = snprintf(out, out_size, "%s/.build-id/%.2s/%s.debug", dir, h,
-                   h + 2);
-  if (n < 0 || (size_t)n >= out_size) return -ENAMETOOLONG;
-  return 0;
-}
-
 /* The offline Dwfl reports one file that holds everything it has: no
  * separate debug file is searched for (the caller chose it by build id),
  * and no main file either (the module is reported with its descriptor). */

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -104,4 +105,23 @@ int tg_sym_open(const char *path, bool named, tg_sym_refusal_t *why) {
     return -1;
   }
   return fd;
+}
+
+/* Where a debug directory keeps the file of a build id: the other way
+ * the symbolizer names a file (symbolize.h). */
+int tg_sym_build_id_path(const char *dir, const uint8_t *id, size_t len,
+                         char *out, size_t out_size) {
+  static const char hex[] = "0123456789abcdef";
+  if (len < 2) return -EINVAL;
+  char h[2 * TG_SYM_MAX_BUILD_ID + 1];
+  if (len > TG_SYM_MAX_BUILD_ID) return -EINVAL;
+  for (size_t i = 0; i < len; i++) {
+    h[2 * i] = hex[id[i] >> 4];
+    h[2 * i + 1] = hex[id[i] & 15];
+  }
+  h[2 * len] = '\0';
+  int n = snprintf(out, out_size, "%s/.build-id/%.2s/%s.debug", dir, h,
+                   h + 2);
+  if (n < 0 || (size_t)n >= out_size) return -ENAMETOOLONG;
+  return 0;
 }
