@@ -51,7 +51,8 @@ uint64_t tg__siphash24(const uint8_t key[16], const uint8_t *m, size_t n) {
   for (size_t i = 0; i < whole; i += 8) sip_absorb(v, load_le64(m + i));
   /* The last word: the tail bytes, and the length's low byte on top. */
   uint64_t last = (uint64_t)(n & 0xff) << 56;
-  for (size_t i = whole; i < n; i++) last |= (uint64_t)m[i] << (8 * (i - whole));
+  for (size_t i = whole; i < n; i++)
+    last |= (uint64_t)m[i] << (8 * (i - whole));
   sip_absorb(v, last);
   v[2] ^= 0xff;
   for (int i = 0; i < 4; i++) sip_round(v);

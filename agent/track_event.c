@@ -9,9 +9,11 @@
  *                   event's time: BOOTTIME and TE_CLOCK_INCREMENTAL
  *                   (is_incremental) read the same; TrackDescriptor(thread);
  *   per event:      timestamp, TrackEvent{type, category_iids, name_iid,
- *                   debug_annotations} (track_uuid only for counters, the
- *                   thread's track is the default), InternedData with the
- *                   names first seen in this event, SEQ_NEEDS_INCREMENTAL_STATE;
+ *                   debug_annotations and flow_ids / terminating_flow_ids
+ *                   in the order given, then correlation_id(_str)}
+ *                   (track_uuid only for counters, the thread's track is
+ *                   the default), InternedData with the names first seen
+ *                   in this event, SEQ_NEEDS_INCREMENTAL_STATE;
  *   new counter:    TrackDescriptor(counter track) before its first value.
  *
  * Timestamps. An event's is the nanoseconds since the sequence's previous
@@ -70,6 +72,10 @@
 #define TE_TRACK_UUID 11
 #define TE_NAME 23
 #define TE_COUNTER_VALUE 30
+#define TE_FLOW_IDS 47             /* fixed64, as Perfetto's SDK writes */
+#define TE_TERMINATING_FLOW_IDS 48 /* fixed64 */
+#define TE_CORRELATION_ID 52
+#define TE_CORRELATION_ID_STR 53
 /* DebugAnnotation */
 #define DA_NAME_IID 1
 #define DA_BOOL 2
@@ -517,7 +523,7 @@ static void emit_one(unsigned inst, tg_category_t *cat, int type,
   if (!sl) return;
   seq_state_t *s = current_sequence(g_te_ds, sl, inst);
   if (!s && !(s = sequence(sl, inst, tid, ts))) return;
-  pending_intern_t fresh[2 + 16];
+  pending_intern_t fresh[2 + TG_TRACK_EVENT_MAX_ANNOTATIONS];
   size_t n_fresh = 0;
   bool is_new;
 
@@ -566,8 +572,27 @@ static void emit_one(unsigned inst, tg_category_t *cat, int type,
       }
     }
   }
+  const tg_arg_t *corr = NULL; /* a oneof: the last one given */
+  unsigned n_ann = 0, n_flows = 0, n_term = 0;
   for (size_t i = 0; i < n_args; i++) {
     const tg_arg_t *a = &args[i];
+    switch (a->type) {
+      case TG_ARG_TYPE_FLOW:
+        if (n_flows++ < TG_TRACK_EVENT_MAX_FLOWS)
+          tg_pbw_append_fixed64(w, TE_FLOW_IDS, a->v.u);
+        continue;
+      case TG_ARG_TYPE_TERMINATING_FLOW:
+        if (n_term++ < TG_TRACK_EVENT_MAX_FLOWS)
+          tg_pbw_append_fixed64(w, TE_TERMINATING_FLOW_IDS, a->v.u);
+        continue;
+      case TG_ARG_TYPE_CORRELATION_ID:
+      case TG_ARG_TYPE_CORRELATION_STR:
+        corr = a;
+        continue;
+      default:
+        break;
+    }
+    if (n_ann++ >= TG_TRACK_EVENT_MAX_ANNOTATIONS) continue;
     tg_pbw_begin_nested(w, TE_DEBUG_ANNOTATIONS);
     uint32_t iid = a->name ? intern(s, K_ARG_NAME, a->name, &is_new) : 0;
     if (iid) {
@@ -590,6 +615,10 @@ static void emit_one(unsigned inst, tg_category_t *cat, int type,
     }
     tg_pbw_end_nested(w);
   }
+  if (corr && corr->type == TG_ARG_TYPE_CORRELATION_ID)
+    tg_pbw_append_varint(w, TE_CORRELATION_ID, corr->v.u);
+  else if (corr)
+    tg_pbw_append_string(w, TE_CORRELATION_ID_STR, corr->v.s ? corr->v.s : "");
   tg_pbw_end_nested(w);
 
   if (n_fresh) {
@@ -627,8 +656,7 @@ void tg__te_emit(tg_category_t *cat, int type, const char *name, int64_t value,
   for (unsigned k = 0; mask; k++, mask >>= 1) {
     if (!(mask & 1u)) continue;
     if (simple && emit_fast(ds, k, cat, type, name, ts)) continue;
-    /* Bounded interning per event. */
-    emit_one(k, cat, type, name, value, args, n_args > 16 ? 16 : n_args,
-             cached_tid(), ts);
+    /* emit_one bounds what it writes of each kind (interning included). */
+    emit_one(k, cat, type, name, value, args, n_args, cached_tid(), ts);
   }
 }

@@ -152,8 +152,8 @@ static void future_versions_are_read_as_level_1(void **state) {
   /* Answered as version 00, the one this library speaks. */
   char out[TG_TRACEPARENT_BUF];
   tg_traceparent_format(&c, out);
-  assert_string_equal(out,
-                      "00-4bf92f3577b34da6a3ce929d0cf0e4f7-00f067aa0ba902b7-09");
+  assert_string_equal(
+      out, "00-4bf92f3577b34da6a3ce929d0cf0e4f7-00f067aa0ba902b7-09");
 }
 
 /* SipHash-2-4 under key 00..0f on messages 00..n-1: the reference
