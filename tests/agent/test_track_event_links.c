@@ -4,7 +4,8 @@
  *   - golden bytes: flow ids, terminating flow ids, annotations between
  *     them and a correlation id come out as the exact TrackEvent bytes
  *     Perfetto's SDK would write (fixed64 fields 47 and 48, field 52 or 53,
- *     in the order given; the bounds and "the last correlation wins");
+ *     in the order given; the bounds and "the last correlation wins"),
+ *     from the general path and from the fast one alike;
  *   - client and server: a client slice carries the flow id it derives from
  *     the traceparent it sends, a server slice terminates the id it derives
  *     from the header it parsed; with PERFETTO_BIN, Perfetto's trace
@@ -156,6 +157,11 @@ static void *golden_events(void *arg) {
   TG_INSTANT(cat_golden, "many", TG_FLOW(1), TG_FLOW(2), TG_FLOW(3),
              TG_FLOW(4), TG_FLOW(5), TG_FLOW(6), TG_FLOW(7), TG_FLOW(8),
              TG_FLOW(9), TG_FLOW(10));
+  /* Twice: the first interns the name (the general path), the second
+   * takes the fast one, each writing its own bytes for the same fields. */
+  for (int i = 0; i < 2; i++)
+    TG_INSTANT(cat_golden, "fast", TG_TERMINATING_FLOW(0x0102030405060708ull),
+               TG_FLOW(3), TG_CORRELATION_ID(7), TG_CORRELATION_ID(300));
   return NULL;
 }
 
@@ -202,24 +208,36 @@ static void links_are_written_as_perfettos_sdk_writes_them(void **state) {
       FLOW_TAG, LE64(4ull), FLOW_TAG, LE64(5ull), FLOW_TAG, LE64(6ull),
       FLOW_TAG, LE64(7ull), FLOW_TAG, LE64(8ull),
   };
+  /* "fast", general path then fast path (its length in one byte). */
+#define FAST_BODY                                                         \
+  0x48, 0x03, 0x18, 0x02, 0x50, 0x04, TERM_TAG,                           \
+      LE64(0x0102030405060708ull), FLOW_TAG, LE64(3ull), 0xA0, 0x03, 0xAC, \
+      0x02
+  static const uint8_t fast_general[] = {0x5A, LEN4(30), FAST_BODY};
+  static const uint8_t fast[] = {0x5A, 30, FAST_BODY};
+  _Static_assert(sizeof(fast) == 2 + 30, "fast length");
   _Static_assert(sizeof(slice) == 5 + 49, "slice length");
   _Static_assert(sizeof(str) == 5 + 14, "str length");
   _Static_assert(sizeof(many) == 5 + 86, "many length");
   assert_true(file_holds(trace, slice, sizeof(slice)));
   assert_true(file_holds(trace, str, sizeof(str)));
   assert_true(file_holds(trace, many, sizeof(many)));
+  assert_true(file_holds(trace, fast_general, sizeof(fast_general)));
+  assert_true(file_holds(trace, fast, sizeof(fast)));
   tg_agent_shutdown();
   /* Trace processors older than correlation ids (v50.1) count each event
    * that has one in unknown_extension_fields and import it all the same;
    * a terminating flow that never started is no error. */
   const char *bin = getenv("PERFETTO_BIN");
   if (!bin || !*bin) return;
-  assert_imported_cleanly(bin, ts->dir, trace, 2);
+  assert_imported_cleanly(bin, ts->dir, trace, 4);
   char out[256];
   tp_query(bin, ts->dir,
            "select name from slice where category = 'golden' order by ts;\n",
            trace, out, sizeof(out));
-  assert_string_equal(out, "\"name\"\n\"golden\"\n\"str\"\n\"many\"\n");
+  assert_string_equal(out,
+                      "\"name\"\n\"golden\"\n\"str\"\n\"many\"\n\"fast\"\n"
+                      "\"fast\"\n");
 }
 
 /* --- a client and a server ------------------------------------------------
