@@ -27,6 +27,7 @@
 
 #include <cmocka.h>
 
+#include "te_harness.h"
 #include "test_proc.h"
 #include "test_service.h"
 #include "tracegate/agent.h"
@@ -37,7 +38,7 @@
 #error "TRACEGATE_CLI_PATH must name the tracegate binary"
 #endif
 
-#define WAIT_MS 10000
+#define WAIT_MS TE_WAIT_MS
 
 TG_CATEGORY(cat_rpc, "rpc");
 TG_CATEGORY(cat_golden, "golden");
@@ -49,26 +50,20 @@ static void start_agent(const test_service_t *ts) {
     assert_int_equal(tg_track_event_register(cats, 2), 0);
     registered = true;
   }
-  tg_agent_options_t o = {
-      .socket_path = ts->producer_sock,
-      .producer_name = "track-event-links",
-      .on_smb_full = TG_AGENT_FULL_STALL,
-      .reconnect_min_ms = 20,
-      .reconnect_max_ms = 200,
-  };
-  assert_int_equal(tg_agent_init(&o), 0);
-  assert_int_equal(tg_agent_wait_connected(WAIT_MS), 0);
+  te_start_agent(ts, "track-event-links");
 }
 
-static void sleep_ms(unsigned ms) {
-  struct timespec d = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&d, NULL);
-}
-
-/* `tracegate record` of the track_event data source (every category)
- * into |trace|, running until stop_record(); returns once the agent's
- * categories are on. */
-static pid_t start_record(const test_service_t *ts, const char *trace) {
+/* Records with `tracegate record` (the track_event data source, every
+ * category) what |fns| (|n|) write, each on a thread of its own, one after
+ * the other, into |name| in |ts|'s directory; its path in |trace|. Each
+ * thread's sequence starts fresh (iids from 1) and its exit commits what it
+ * wrote; a Ctrl-C then stops the recording cleanly (flushing the agent).
+ * The agent is stopped after. */
+static void record(const test_service_t *ts, const char *name,
+                   void *(*const *fns)(void *), size_t n, void *arg,
+                   char *trace, size_t cap) {
+  start_agent(ts);
+  snprintf(trace, cap, "%s/%s", ts->dir, name);
   const char *args[] = {"record", "--socket", ts->consumer_sock, "-t", "60s",
                         "-o", trace, "track_event", NULL};
   pid_t cl = tg_test_spawn_cli(TRACEGATE_CLI_PATH, args, TG_TEST_FD_DEVNULL,
@@ -78,23 +73,16 @@ static pid_t start_record(const test_service_t *ts, const char *trace) {
   for (int i = 0; i < WAIT_MS && !(tg_category_enabled(&cat_rpc) &&
                                    tg_category_enabled(&cat_golden));
        i++)
-    sleep_ms(1);
+    te_sleep_ms(1);
   assert_true(tg_category_enabled(&cat_rpc));
   assert_true(tg_category_enabled(&cat_golden));
-  return cl;
-}
-
-/* Ctrl-C: a clean stop that flushes the agent and writes the file. */
-static void stop_record(pid_t cl) {
+  for (size_t i = 0; i < n; i++) {
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, fns[i], arg), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+  }
   assert_int_equal(tg_test_exit_code(tg_test_stop(cl, SIGINT, WAIT_MS)), 0);
-}
-
-/* Each function runs on a thread of its own: its sequence starts fresh
- * (iids from 1), and its exit commits what it wrote. */
-static void run_on_thread(void *(*fn)(void *), void *arg) {
-  pthread_t th;
-  assert_int_equal(pthread_create(&th, NULL, fn, arg), 0);
-  assert_int_equal(pthread_join(th, NULL), 0);
+  tg_agent_shutdown();
 }
 
 /* Whether the |n| bytes at |want| occur in |file|. */
@@ -105,24 +93,6 @@ static bool file_holds(const char *file, const uint8_t *want, size_t n) {
   bool found = memmem(buf, len, want, n) != NULL;
   free(buf);
   return found;
-}
-
-/* trace_processor_shell's answer to |sql| on |trace|, in |out|. */
-static void tp_query(const char *bin, const char *dir, const char *sql,
-                     const char *trace, char *out, size_t cap) {
-  char sql_path[128], cmd[512];
-  snprintf(sql_path, sizeof(sql_path), "%s/q.sql", dir);
-  FILE *q = fopen(sql_path, "w");
-  assert_non_null(q);
-  fputs(sql, q);
-  assert_int_equal(fclose(q), 0);
-  snprintf(cmd, sizeof(cmd), "%s/trace_processor_shell -q %s %s 2>/dev/null",
-           bin, sql_path, trace);
-  FILE *p = popen(cmd, "r");
-  assert_non_null(p);
-  size_t n = fread(out, 1, cap - 1, p);
-  out[n] = 0;
-  assert_int_equal(pclose(p), 0);
 }
 
 /* Perfetto's trace processor imports |trace| without an error or a loss
@@ -137,7 +107,7 @@ static void assert_imported_cleanly(const char *bin, const char *dir,
            "severity in ('error', 'data_loss') and not "
            "(name = 'unknown_extension_fields' and value <= %u);\n",
            unknown_fields);
-  tp_query(bin, dir, sql, trace, out, sizeof(out));
+  te_tp_query(bin, dir, sql, trace, out, sizeof(out));
   assert_string_equal(out, "\"name\",\"idx\",\"value\"\n");
 }
 
@@ -176,13 +146,10 @@ static void *golden_events(void *arg) {
       (uint8_t)((x) >> 48), (uint8_t)((x) >> 56)
 
 static void links_are_written_as_perfettos_sdk_writes_them(void **state) {
-  test_service_t *ts = *state;
-  start_agent(ts);
+  const test_service_t *ts = *state;
   char trace[128];
-  snprintf(trace, sizeof(trace), "%s/golden.pftrace", ts->dir);
-  pid_t cl = start_record(ts, trace);
-  run_on_thread(golden_events, NULL);
-  stop_record(cl);
+  void *(*const fns[])(void *) = {golden_events};
+  record(ts, "golden.pftrace", fns, 1, NULL, trace, sizeof(trace));
 
   /* TracePacket.track_event (field 11) of each event, whole. Lengths of
    * nested messages take 4 bytes, as protozero writes them (reserved
@@ -224,7 +191,6 @@ static void links_are_written_as_perfettos_sdk_writes_them(void **state) {
   assert_true(file_holds(trace, many, sizeof(many)));
   assert_true(file_holds(trace, fast_general, sizeof(fast_general)));
   assert_true(file_holds(trace, fast, sizeof(fast)));
-  tg_agent_shutdown();
   /* Trace processors older than correlation ids (v50.1) count each event
    * that has one in unknown_extension_fields and import it all the same;
    * a terminating flow that never started is no error. */
@@ -232,7 +198,7 @@ static void links_are_written_as_perfettos_sdk_writes_them(void **state) {
   if (!bin || !*bin) return;
   assert_imported_cleanly(bin, ts->dir, trace, 4);
   char out[256];
-  tp_query(bin, ts->dir,
+  te_tp_query(bin, ts->dir,
            "select name from slice where category = 'golden' order by ts;\n",
            trace, out, sizeof(out));
   assert_string_equal(out,
@@ -271,16 +237,12 @@ static void *server(void *arg) {
 }
 
 static void server_slice_terminates_the_clients_flow(void **state) {
-  test_service_t *ts = *state;
-  start_agent(ts);
+  const test_service_t *ts = *state;
   char trace[128];
-  snprintf(trace, sizeof(trace), "%s/rpc.pftrace", ts->dir);
-  pid_t cl = start_record(ts, trace);
   hop_t h;
-  run_on_thread(client, &h);
-  run_on_thread(server, &h); /* after the client: flows run forward */
-  stop_record(cl);
-  tg_agent_shutdown();
+  /* The server after the client: flows run forward in time. */
+  void *(*const fns[])(void *) = {client, server};
+  record(ts, "rpc.pftrace", fns, 2, &h, trace, sizeof(trace));
 
   const char *bin = getenv("PERFETTO_BIN");
   if (!bin || !*bin) {
@@ -288,7 +250,7 @@ static void server_slice_terminates_the_clients_flow(void **state) {
     skip();
   }
   char out[4096];
-  tp_query(bin, ts->dir,
+  te_tp_query(bin, ts->dir,
            "select o.name as out_name, i.name as in_name from flow f "
            "join slice o on f.slice_out = o.id "
            "join slice i on f.slice_in = i.id;\n",
@@ -299,14 +261,9 @@ static void server_slice_terminates_the_clients_flow(void **state) {
   assert_imported_cleanly(bin, ts->dir, trace, 0);
 }
 
-/* A failed test leaves the agent running: stop it before the service. */
-static int teardown(void **state) {
-  tg_agent_shutdown();
-  return test_service_teardown(state);
-}
-
 int main(void) {
-#define T(fn) cmocka_unit_test_setup_teardown(fn, test_service_setup, teardown)
+#define T(fn) \
+  cmocka_unit_test_setup_teardown(fn, test_service_setup, te_teardown)
   const struct CMUnitTest tests[] = {
       T(links_are_written_as_perfettos_sdk_writes_them),
       T(server_slice_terminates_the_clients_flow),
