@@ -9,9 +9,11 @@
  *                   event's time: BOOTTIME and TE_CLOCK_INCREMENTAL
  *                   (is_incremental) read the same; TrackDescriptor(thread);
  *   per event:      timestamp, TrackEvent{type, category_iids, name_iid,
- *                   debug_annotations} (track_uuid only for counters, the
- *                   thread's track is the default), InternedData with the
- *                   names first seen in this event, SEQ_NEEDS_INCREMENTAL_STATE;
+ *                   debug_annotations and flow_ids / terminating_flow_ids
+ *                   in the order given, then correlation_id(_str)}
+ *                   (track_uuid only for counters, the thread's track is
+ *                   the default), InternedData with the names first seen
+ *                   in this event, SEQ_NEEDS_INCREMENTAL_STATE;
  *   new counter:    TrackDescriptor(counter track) before its first value.
  *
  * Timestamps. An event's is the nanoseconds since the sequence's previous
@@ -70,6 +72,10 @@
 #define TE_TRACK_UUID 11
 #define TE_NAME 23
 #define TE_COUNTER_VALUE 30
+#define TE_FLOW_IDS 47             /* fixed64, as Perfetto's SDK writes */
+#define TE_TERMINATING_FLOW_IDS 48 /* fixed64 */
+#define TE_CORRELATION_ID 52
+#define TE_CORRELATION_ID_STR 53
 /* DebugAnnotation */
 #define DA_NAME_IID 1
 #define DA_BOOL 2
@@ -457,15 +463,35 @@ typedef struct pending_intern {
   const char *name;
 } pending_intern_t;
 
+/* At most this many links take the fast path: with them the track event
+ * stays under 128 bytes (see emit_fast). */
+#define FAST_MAX_LINKS 8
+
+/* Whether |args| are links emit_fast writes: flows, terminating flows and
+ * numeric correlation ids, at most FAST_MAX_LINKS (so under every bound of
+ * emit_one, which writes the same fields). */
+static inline bool fast_links(const tg_arg_t *args, size_t n) {
+  if (n > FAST_MAX_LINKS) return false;
+  for (size_t i = 0; i < n; i++)
+    if (args[i].type != TG_ARG_TYPE_FLOW &&
+        args[i].type != TG_ARG_TYPE_TERMINATING_FLOW &&
+        args[i].type != TG_ARG_TYPE_CORRELATION_ID)
+      return false;
+  return true;
+}
+
 /* The common event, kept out of emit_one's large frame: a slice or instant
- * without annotations whose category and name this sequence already
- * interned. Its ~20 bytes are written straight into the chunk when it has
- * room (else composed on the stack and appended); the track event is under
- * 128 bytes, so its length takes one byte. Returns false when the general
- * path must run. */
+ * without annotations (links as fast_links() takes them) whose category
+ * and name this sequence already interned. Its bytes are written straight
+ * into the chunk when it has room (else composed on the stack and
+ * appended). The track event is at most 14 bytes and FAST_MAX_LINKS links
+ * of 10 (a flow) or 12 (the one correlation id written), under 128 bytes,
+ * so its length takes one byte. Returns false when the general path must
+ * run. */
 static inline bool emit_fast(tg_ds_t *ds, unsigned inst,
                              const tg_category_t *cat, int type,
-                             const char *name, uint64_t ts) {
+                             const char *name, const tg_arg_t *links,
+                             size_t n_links, uint64_t ts) {
   tg__writer_slot_t *sl = tg__ds_slot(ds, inst);
   if (!sl) return true; /* not active: nothing to do on any path */
   seq_state_t *s = current_sequence(ds, sl, inst);
@@ -479,11 +505,13 @@ static inline bool emit_fast(tg_ds_t *ds, unsigned inst,
     tv = ts - s->last_ts;
     s->last_ts = ts;
   }
-  /* At most 1+10 (timestamp) + 2 + 14 (track event) + 2 bytes. */
-  enum { MAX_EVENT = 32 };
+  /* At most 1+10 (timestamp) + 2 + 14 (track event) + 2 bytes, and 12
+   * per link. */
+  enum { MAX_PLAIN = 32, MAX_EVENT = MAX_PLAIN + FAST_MAX_LINKS * 12 };
+  _Static_assert(14 + FAST_MAX_LINKS * 12 < 128, "one length byte");
   uint8_t tmp[MAX_EVENT];
   tg_pbw_t *w = tg_trace_writer_begin_packet(sl->w);
-  bool direct = (size_t)(w->end - w->cur) >= MAX_EVENT;
+  bool direct = (size_t)(w->end - w->cur) >= MAX_PLAIN + n_links * 12;
   uint8_t *p = direct ? w->cur : tmp;
   uint8_t *start = p;
   *p++ = (uint8_t)TG_PB_TAG(F_TIMESTAMP, TG_PB_WT_VARINT);
@@ -498,6 +526,24 @@ static inline bool emit_fast(tg_ds_t *ds, unsigned inst,
   if (name) {
     *p++ = (uint8_t)TG_PB_TAG(TE_NAME_IID, TG_PB_WT_VARINT);
     p = tg_pb_write_varint(p, ni);
+  }
+  const tg_arg_t *corr = NULL; /* a oneof: the last one given */
+  for (size_t i = 0; i < n_links; i++) {
+    const tg_arg_t *a = &links[i];
+    if (a->type == TG_ARG_TYPE_CORRELATION_ID) {
+      corr = a;
+      continue;
+    }
+    uint32_t field = a->type == TG_ARG_TYPE_FLOW ? TE_FLOW_IDS
+                                                 : TE_TERMINATING_FLOW_IDS;
+    p = tg_pb_write_varint(p, TG_PB_TAG(field, TG_PB_WT_FIXED64));
+    tg_pb_write_le32(p, (uint32_t)a->v.u);
+    tg_pb_write_le32(p + 4, (uint32_t)(a->v.u >> 32));
+    p += 8;
+  }
+  if (corr) {
+    p = tg_pb_write_varint(p, TG_PB_TAG(TE_CORRELATION_ID, TG_PB_WT_VARINT));
+    p = tg_pb_write_varint(p, corr->v.u);
   }
   *len_byte = (uint8_t)(p - body); /* < 128: one varint byte */
   *p++ = (uint8_t)TG_PB_TAG(F_SEQUENCE_FLAGS, TG_PB_WT_VARINT);
@@ -517,7 +563,7 @@ static void emit_one(unsigned inst, tg_category_t *cat, int type,
   if (!sl) return;
   seq_state_t *s = current_sequence(g_te_ds, sl, inst);
   if (!s && !(s = sequence(sl, inst, tid, ts))) return;
-  pending_intern_t fresh[2 + 16];
+  pending_intern_t fresh[2 + TG_TRACK_EVENT_MAX_ANNOTATIONS];
   size_t n_fresh = 0;
   bool is_new;
 
@@ -566,8 +612,27 @@ static void emit_one(unsigned inst, tg_category_t *cat, int type,
       }
     }
   }
+  const tg_arg_t *corr = NULL; /* a oneof: the last one given */
+  unsigned n_ann = 0, n_flows = 0, n_term = 0;
   for (size_t i = 0; i < n_args; i++) {
     const tg_arg_t *a = &args[i];
+    switch (a->type) {
+      case TG_ARG_TYPE_FLOW:
+        if (n_flows++ < TG_TRACK_EVENT_MAX_FLOWS)
+          tg_pbw_append_fixed64(w, TE_FLOW_IDS, a->v.u);
+        continue;
+      case TG_ARG_TYPE_TERMINATING_FLOW:
+        if (n_term++ < TG_TRACK_EVENT_MAX_FLOWS)
+          tg_pbw_append_fixed64(w, TE_TERMINATING_FLOW_IDS, a->v.u);
+        continue;
+      case TG_ARG_TYPE_CORRELATION_ID:
+      case TG_ARG_TYPE_CORRELATION_STR:
+        corr = a;
+        continue;
+      default:
+        break;
+    }
+    if (n_ann++ >= TG_TRACK_EVENT_MAX_ANNOTATIONS) continue;
     tg_pbw_begin_nested(w, TE_DEBUG_ANNOTATIONS);
     uint32_t iid = a->name ? intern(s, K_ARG_NAME, a->name, &is_new) : 0;
     if (iid) {
@@ -590,6 +655,10 @@ static void emit_one(unsigned inst, tg_category_t *cat, int type,
     }
     tg_pbw_end_nested(w);
   }
+  if (corr && corr->type == TG_ARG_TYPE_CORRELATION_ID)
+    tg_pbw_append_varint(w, TE_CORRELATION_ID, corr->v.u);
+  else if (corr)
+    tg_pbw_append_string(w, TE_CORRELATION_ID_STR, corr->v.s ? corr->v.s : "");
   tg_pbw_end_nested(w);
 
   if (n_fresh) {
@@ -623,12 +692,13 @@ void tg__te_emit(tg_category_t *cat, int type, const char *name, int64_t value,
   uint64_t ts = tg__clock_now();
   uint8_t mask = atomic_load_explicit(&cat->enabled, memory_order_relaxed) &
                  tg_ds_enabled_mask(ds);
-  bool simple = n_args == 0 && type != TG_TE_COUNTER;
+  bool simple = type != TG_TE_COUNTER &&
+                (n_args == 0 || fast_links(args, n_args));
   for (unsigned k = 0; mask; k++, mask >>= 1) {
     if (!(mask & 1u)) continue;
-    if (simple && emit_fast(ds, k, cat, type, name, ts)) continue;
-    /* Bounded interning per event. */
-    emit_one(k, cat, type, name, value, args, n_args > 16 ? 16 : n_args,
-             cached_tid(), ts);
+    if (simple && emit_fast(ds, k, cat, type, name, args, n_args, ts))
+      continue;
+    /* emit_one bounds what it writes of each kind (interning included). */
+    emit_one(k, cat, type, name, value, args, n_args, cached_tid(), ts);
   }
 }

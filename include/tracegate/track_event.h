@@ -13,6 +13,13 @@
  *   TG_INSTANT(cat_render, "vsync");
  *   TG_COUNTER(cat_render, "queue_depth", depth);
  *
+ * Links go in the same list as annotations, on slice begins and instants:
+ *
+ *   TG_SLICE_BEGIN(cat_rpc, "send", TG_FLOW(id), TG_CORRELATION_ID(req));
+ *   TG_SLICE_BEGIN(cat_rpc, "handle", TG_TERMINATING_FLOW(id));
+ *
+ * (tracegate/trace_context.h derives |id| from a W3C traceparent.)
+ *
  * Event names, annotation names and counter names must be string literals
  * or otherwise live for the whole process: they are interned by address
  * (one table per thread and session) and sent once per sequence; after an
@@ -59,17 +66,27 @@ typedef struct tg_category {
 #define TG_TRACK_EVENT_MAX_CATEGORIES 256
 TG_EXPORT int tg_track_event_register(tg_category_t *const *cats, size_t n);
 
-/* Debug annotations attached to an event. */
+/* What an event carries besides its name: debug annotations, and links
+ * to other events (flows, a correlation id; TG_ARG_TYPE_FLOW and up). */
 enum tg_arg_type {
   TG_ARG_TYPE_INT = 1,
   TG_ARG_TYPE_UINT,
   TG_ARG_TYPE_DOUBLE,
   TG_ARG_TYPE_BOOL,
   TG_ARG_TYPE_STRING,
+  TG_ARG_TYPE_FLOW = 16,       /* TrackEvent.flow_ids */
+  TG_ARG_TYPE_TERMINATING_FLOW, /* TrackEvent.terminating_flow_ids */
+  TG_ARG_TYPE_CORRELATION_ID,   /* TrackEvent.correlation_id */
+  TG_ARG_TYPE_CORRELATION_STR,  /* TrackEvent.correlation_id_str */
 };
 
+/* What one event carries at most; the rest of each kind is left out, in
+ * the order given. */
+#define TG_TRACK_EVENT_MAX_ANNOTATIONS 16
+#define TG_TRACK_EVENT_MAX_FLOWS 8 /* and as many terminating ones */
+
 typedef struct tg_arg {
-  const char *name; /* interned by address, like event names */
+  const char *name; /* interned by address, like event names; NULL: links */
   int type;
   union {
     int64_t i;
@@ -91,6 +108,31 @@ typedef struct tg_arg {
 #define TG_ARG_STR(n, x) \
   ((tg_arg_t){.name = (n), .type = TG_ARG_TYPE_STRING, .v.s = (x)})
 
+/* Flows: arrows between events, across threads and processes. The first
+ * event (in time) that carries an id in TG_FLOW starts a flow, each later
+ * one is a step, and TG_TERMINATING_FLOW ends it (the id may then start
+ * another). Ids are global to the trace: two processes that pick the same
+ * id join their events, which is how tg_flow_id_from_context links a client
+ * with its server; ids of one process's own flows should be random or
+ * carry something (a pid) that keeps them apart from other processes'.
+ * Written as Perfetto's SDK writes them (fixed64 flow_ids = 47 and
+ * terminating_flow_ids = 48), so trace processors draw and join them. On
+ * slice begins and instants; slice ends and counters take no arguments. */
+#define TG_FLOW(id) \
+  ((tg_arg_t){.type = TG_ARG_TYPE_FLOW, .v.u = (uint64_t)(id)})
+#define TG_TERMINATING_FLOW(id) \
+  ((tg_arg_t){.type = TG_ARG_TYPE_TERMINATING_FLOW, .v.u = (uint64_t)(id)})
+/* A correlation id: the events of one logical operation that no arrow
+ * joins (one request's stages on several tracks), which a UI may colour
+ * alike. One per event, a number or a string (copied into the trace); of
+ * several, the last one given is written. Perfetto's TrackEvent fields
+ * correlation_id = 52 and correlation_id_str = 53: trace processors older
+ * than these fields (v50 included) skip them without error. */
+#define TG_CORRELATION_ID(id) \
+  ((tg_arg_t){.type = TG_ARG_TYPE_CORRELATION_ID, .v.u = (uint64_t)(id)})
+#define TG_CORRELATION_STR(str) \
+  ((tg_arg_t){.type = TG_ARG_TYPE_CORRELATION_STR, .v.s = (str)})
+
 /* TrackEvent.Type */
 enum tg_track_event_type {
   TG_TE_SLICE_BEGIN = 1,
@@ -100,7 +142,9 @@ enum tg_track_event_type {
 };
 
 /* Writes one event to every session that enables |cat| (slow path behind
- * the macros). |name| is NULL for slice ends; |value| only for counters. */
+ * the macros). |name| is NULL for slice ends; |value| only for counters.
+ * |args| (n_args of them) and the strings they point to are borrowed for
+ * the call, except names, which must live as event names do. */
 TG_EXPORT void tg__te_emit(tg_category_t *cat, int type, const char *name,
                            int64_t value, const tg_arg_t *args, size_t n_args);
 

@@ -21,12 +21,13 @@
 
 #include <cmocka.h>
 
+#include "te_harness.h"
 #include "test_service.h"
 #include "track_event_reader.h"
 #include "tracegate/agent.h"
 #include "tracegate/track_event.h"
 
-#define WAIT_MS 10000
+#define WAIT_MS TE_WAIT_MS
 
 TG_CATEGORY(cat_render, "render");
 TG_CATEGORY(cat_audio, "audio");
@@ -45,35 +46,15 @@ static void register_categories_once(void) {
   done = true;
 }
 
-static void test_log(void *ctx, tg_log_level_t level, const char *msg) {
-  (void)ctx;
-  fprintf(stderr, "agent[%d]: %s\n", (int)level, msg);
-}
-
 static void start_agent(const test_service_t *ts) {
   register_categories_once();
-  tg_agent_options_t o = {
-      .socket_path = ts->producer_sock,
-      .producer_name = "track-event-e2e",
-      .on_smb_full = TG_AGENT_FULL_STALL,
-      .reconnect_min_ms = 20,
-      .reconnect_max_ms = 200,
-      .log = test_log,
-      .log_level = TG_LOG_INFO,
-  };
-  assert_int_equal(tg_agent_init(&o), 0);
-  assert_int_equal(tg_agent_wait_connected(WAIT_MS), 0);
+  te_start_agent(ts, "track-event-e2e");
 }
 
 static uint64_t boottime_ns(void) {
   struct timespec t;
   clock_gettime(CLOCK_BOOTTIME, &t);
   return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
-static void sleep_ms(unsigned ms) {
-  struct timespec d = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&d, NULL);
 }
 
 static bool all_enabled(tg_category_t *const *cats, size_t n) {
@@ -85,7 +66,7 @@ static bool all_enabled(tg_category_t *const *cats, size_t n) {
 /* The agent's thread flips the category bits when an instance starts;
  * there is no callback for track_event, so poll (bounded). */
 static void wait_enabled(tg_category_t *const *cats, size_t n) {
-  for (int i = 0; i < WAIT_MS && !all_enabled(cats, n); i++) sleep_ms(1);
+  for (int i = 0; i < WAIT_MS && !all_enabled(cats, n); i++) te_sleep_ms(1);
   assert_true(all_enabled(cats, n));
 }
 
@@ -509,7 +490,7 @@ static void ticks_for_half_a_second(job_t *j) {
     TG_INSTANT(cat_audio, "beat");
     TG_COUNTER(cat_render, "ticks", i);
     TG_SLICE_END(cat_render);
-    sleep_ms(2);
+    te_sleep_ms(2);
   }
   j->arg = i;
 }
@@ -638,7 +619,7 @@ static void frames_and_counters(job_t *j) {
     TG_SLICE_END(cat_render);
     TG_COUNTER(cat_render, "queued", i % 7);
     TG_SLICE_END(cat_render);
-    if (i % 4 == 0) sleep_ms(1); /* deltas of every size, clears between */
+    if (i % 4 == 0) te_sleep_ms(1); /* deltas of every size, clears between */
   }
 }
 
@@ -665,20 +646,6 @@ static void write_trace_file(const te_session_t *s, const char *path) {
   assert_int_equal(fclose(f), 0);
 }
 
-/* trace_processor_shell's answer to |sql| on |trace|, in |out|. */
-static void tp_query(const char *bin, const char *sql_path, const char *trace,
-                     char *out, size_t cap) {
-  char cmd[1024];
-  snprintf(cmd, sizeof(cmd), "%s/trace_processor_shell -q %s %s 2>/dev/null",
-           bin, sql_path, trace);
-  FILE *p = popen(cmd, "r");
-  assert_non_null(p);
-  size_t n = fread(out, 1, cap - 1, p);
-  out[n] = 0;
-  assert_int_equal(pclose(p), 0);
-  assert_true(n > 0 && n < cap - 1);
-}
-
 /* With PERFETTO_BIN: Perfetto's trace processor imports both recordings
  * and finds the same slices and counter values at the same times. */
 static void compare_in_trace_processor(const te_session_t *inc,
@@ -691,23 +658,19 @@ static void compare_in_trace_processor(const te_session_t *inc,
   }
   char dir[] = "/tmp/te_clock_XXXXXX";
   assert_non_null(mkdtemp(dir));
-  char inc_path[64], abs_path[64], sql_path[64];
+  char inc_path[64], abs_path[64];
   snprintf(inc_path, sizeof(inc_path), "%s/inc.pftrace", dir);
   snprintf(abs_path, sizeof(abs_path), "%s/abs.pftrace", dir);
-  snprintf(sql_path, sizeof(sql_path), "%s/q.sql", dir);
   write_trace_file(inc, inc_path);
   write_trace_file(abs, abs_path);
-  FILE *q = fopen(sql_path, "w");
-  assert_non_null(q);
-  fputs("select s.ts, s.dur, s.depth, s.name from slice s "
-        "union all select c.ts, cast(c.value as int), -1, t.name "
-        "from counter c join counter_track t on c.track_id = t.id "
-        "order by 1, 3, 4;\n",
-        q);
-  assert_int_equal(fclose(q), 0);
+  static const char sql[] =
+      "select s.ts, s.dur, s.depth, s.name from slice s "
+      "union all select c.ts, cast(c.value as int), -1, t.name "
+      "from counter c join counter_track t on c.track_id = t.id "
+      "order by 1, 3, 4;\n";
   static char a[1 << 20], b[1 << 20];
-  tp_query(bin, sql_path, inc_path, a, sizeof(a));
-  tp_query(bin, sql_path, abs_path, b, sizeof(b));
+  te_tp_query(bin, dir, sql, inc_path, a, sizeof(a));
+  te_tp_query(bin, dir, sql, abs_path, b, sizeof(b));
   /* Header and one row per begin (slices) or value (counters). */
   size_t rows = 0;
   for (const char *c = a; *c; c++) rows += *c == '\n';
@@ -715,7 +678,6 @@ static void compare_in_trace_processor(const te_session_t *inc,
   assert_string_equal(a, b);
   unlink(inc_path);
   unlink(abs_path);
-  unlink(sql_path);
   rmdir(dir);
 }
 
@@ -741,7 +703,7 @@ static void incremental_timestamps_place_events_as_boottime(void **state) {
   for (int i = 0; i < WAIT_MS &&
                   __builtin_popcount(atomic_load(&cat_render.enabled)) < 2;
        i++)
-    sleep_ms(1);
+    te_sleep_ms(1);
   assert_int_equal(__builtin_popcount(atomic_load(&cat_render.enabled)), 2);
   job_t j = {.fn = frames_and_counters};
   run_jobs(&j, 1);
@@ -774,14 +736,9 @@ static void incremental_timestamps_place_events_as_boottime(void **state) {
   tg_agent_shutdown();
 }
 
-/* A failed test leaves the agent running: stop it before the service. */
-static int teardown(void **state) {
-  tg_agent_shutdown();
-  return test_service_teardown(state);
-}
-
 int main(void) {
-#define T(fn) cmocka_unit_test_setup_teardown(fn, test_service_setup, teardown)
+#define T(fn) \
+  cmocka_unit_test_setup_teardown(fn, test_service_setup, te_teardown)
   const struct CMUnitTest tests[] = {
       T(slices_from_two_threads_resolve_on_their_own_sequences),
       T(scoped_slice_instants_and_every_annotation_type),

@@ -880,6 +880,28 @@ def json_text_corpus():
     }
 
 
+def traceparent_corpus():
+    """W3C traceparent values (agent/trace_context.c): valid ones, each
+    invalid form level 1 names, and future versions longer than 55."""
+    t = b"4bf92f3577b34da6a3ce929d0cf0e4f7"
+    p = b"00f067aa0ba902b7"
+    return {
+        "valid": b"00-" + t + b"-" + p + b"-01",
+        "valid_unsampled": b"00-" + t + b"-" + p + b"-00",
+        "version_ff": b"ff-" + t + b"-" + p + b"-01",
+        "uppercase": b"00-" + t.upper() + b"-" + p + b"-01",
+        "short": b"00-" + t + b"-" + p + b"-0",
+        "zero_trace": b"00-" + b"0" * 32 + b"-" + p + b"-01",
+        "zero_parent": b"00-" + t + b"-" + b"0" * 16 + b"-01",
+        "v00_trailing": b"00-" + t + b"-" + p + b"-01-x",
+        "future_exact": b"cc-" + t + b"-" + p + b"-01",
+        "future_long": b"cc-" + t + b"-" + p + b"-01-what-the-future-will-be",
+        "future_no_dash": b"cc-" + t + b"-" + p + b"-01what",
+        "bad_delimiter": b"00_" + t + b"-" + p + b"-01",
+        "empty": b"",
+    }
+
+
 def write(target, files):
     d = os.path.join(CORPUS, target)
     os.makedirs(d, exist_ok=True)
@@ -1606,6 +1628,7 @@ def main():
     write("fuzz_tls_record", tls_record_corpus())
     write("fuzz_tls_ecdsa", tls_ecdsa_corpus())
     write("fuzz_units", units_corpus())
+    write("fuzz_traceparent", traceparent_corpus())
     write("fuzz_json_text", json_text_corpus())
     write("fuzz_cli_ftrace_loss", cli_ftrace_loss_corpus())
     write("fuzz_merge", merge_corpus())
