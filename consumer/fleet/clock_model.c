@@ -158,11 +158,74 @@ static bool global_placed(const tg_clock_model_t *cm, const tg_ts_clocks_t *c,
          c->boot_ts >= cm->ftrace[i].max_boot;
 }
 
+/* The entry of clock |id| (from 64) of sequence |seq| in the held
+ * properties, or -1. Producers' global clocks (from 128) are the
+ * machine's, whatever the sequence. */
+static int props_of(const tg_clock_model_t *cm, uint64_t id, uint32_t seq) {
+  uint32_t key = id < 128 ? seq : 0;
+  for (uint32_t i = 0; i < cm->n_props; i++)
+    if (cm->props[i].id == id && cm->props[i].seq == key) return (int)i;
+  return -1;
+}
+
+/* Whether trace processor takes the snapshot's clocks from 64 with their
+ * properties, and the model can hold them: each as its first snapshot
+ * registered it, the new ones within the table. */
+static bool props_ok(const tg_clock_model_t *cm, const tg_ts_clocks_t *c,
+                     uint32_t seq) {
+  uint32_t add = 0;
+  for (uint32_t k = 0; k < c->n_ext; k++) {
+    /* ftrace's global clock is the sequence's clock 64, registered by the
+     * bundles' pairs in nanoseconds, not incremental. */
+    if (c->ext[k].id == 64 && ftrace_of(cm, seq) >= 0 &&
+        (c->ext[k].unit != 1 || c->ext[k].inc))
+      return false;
+    int i = props_of(cm, c->ext[k].id, seq);
+    if (i < 0)
+      add++;
+    else if (cm->props[i].unit != c->ext[k].unit ||
+             cm->props[i].inc != c->ext[k].inc)
+      return false;
+  }
+  return cm->n_props + add <= TG_CLOCK_MODEL_PROPS;
+}
+
+/* Whether BOOTTIME goes back in the snapshot, as take_snapshot() would
+ * compare it: trace processor refuses a trace clock that does. */
+static bool boot_back(const tg_clock_model_t *cm, const tg_ts_clocks_t *c) {
+  if (!(c->ids & BIT(BOOTTIME))) return false;
+  uint64_t v = c->ts[BOOTTIME];
+  bool followed = !(c->flags & TG_TS_SNAP_SEQ_CLOCK);
+  for (uint32_t i = 0; followed && i < cm->n_sets; i++)
+    if (cm->sets[i].ids == c->ids) {
+      uint64_t last = cm->sets[i].max[rank_of(c->ids, BOOTTIME)];
+      return last != 0 && v < last;
+    }
+  if (followed && cm->n_sets < TG_CLOCK_MODEL_SETS &&
+      __builtin_popcountll(c->ids) <= TG_CLOCK_MODEL_SET_CLOCKS)
+    return false; /* a new set: nothing to compare with */
+  return (cm->seen & BIT(BOOTTIME)) && v < cm->max[BOOTTIME];
+}
+
+/* Whether the packet's ClockSnapshot is one trace processor takes and the
+ * model can follow (clock_model.h). */
+static bool snapshot_ok(const tg_clock_model_t *cm, const tg_ts_clocks_t *c,
+                        uint32_t seq) {
+  if (c->flags & (TG_TS_SNAP_REJECTED | TG_TS_SNAP_MANY)) return false;
+  /* A builtin clock with a unit or incremental: trace processor takes it
+   * the first time, then refuses every snapshot giving it others; the
+   * model follows builtin clocks in nanoseconds only. */
+  if (c->odd) return false;
+  return props_ok(cm, c, seq) && !boot_back(cm, c);
+}
+
 tg_clock_verdict_t tg_clock_model_check(const tg_clock_model_t *cm,
                                         const tg_ts_clocks_t *c,
                                         uint32_t seq) {
   if (!c->flags) return TG_CLOCK_OK;
   if (c->flags & TG_TS_TWICE) return TG_CLOCK_UNTRACKED;
+  if ((c->flags & TG_TS_SNAPSHOT) && !snapshot_ok(cm, c, seq))
+    return TG_CLOCK_REFUSED;
   if ((c->flags & TG_TS_SNAP_PRIMARY) && c->primary != BOOTTIME)
     return TG_CLOCK_PRIMARY;
   if (!(c->flags & TG_TS_BUNDLE)) return TG_CLOCK_OK;
@@ -186,8 +249,20 @@ void tg_clock_model_apply(tg_clock_model_t *cm, const tg_ts_clocks_t *c,
       uint32_t h = (seq * 2654435761u) >> 22;
       cm->seq_named[h >> 6] |= BIT(h & 63);
     }
+    for (uint32_t k = 0; k < c->n_ext; k++) {
+      if (props_of(cm, c->ext[k].id, seq) >= 0 ||
+          cm->n_props == TG_CLOCK_MODEL_PROPS)
+        continue; /* checked: held already, or refused */
+      uint32_t i = cm->n_props++;
+      cm->props[i].id = c->ext[k].id;
+      cm->props[i].unit = c->ext[k].unit;
+      cm->props[i].inc = c->ext[k].inc;
+      cm->props[i].seq = c->ext[k].id < 128 ? seq : 0;
+    }
+    /* A producer's own clock (from 128) is not followed: such a snapshot
+     * ties nothing for the model. */
     take_snapshot(cm, c->ids, c->ts, c->odd,
-                  (c->flags & TG_TS_SNAP_REJECTED) != 0,
+                  (c->flags & (TG_TS_SNAP_REJECTED | TG_TS_SNAP_CUSTOM)) != 0,
                   !(c->flags & TG_TS_SNAP_SEQ_CLOCK));
   }
   if (!(c->flags & TG_TS_BUNDLE) || !(c->flags & TG_TS_BUNDLE_SNAP)) return;

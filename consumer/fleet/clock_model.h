@@ -16,12 +16,20 @@
  * than the highest value it had in any snapshot (trace processor compares
  * within snapshots of the same set of clocks).
  *
+ * A ClockSnapshot trace processor would refuse is left out, so that its
+ * stat invalid_clock_snapshots, which is the whole file's, never comes
+ * from a host: one naming a clock twice, a global clock incremental, a
+ * clock from 64 with other properties than its first snapshot gave it, a
+ * BOOTTIME that goes back; and, as the model could not follow it, one
+ * giving a builtin clock a unit or incremental encoding, or registering a
+ * clock from 64 past TG_CLOCK_MODEL_PROPS.
+ *
  * The host's trace clock is BOOTTIME: a ClockSnapshot naming another
  * primary_trace_clock is left out (trace processor would move the
  * machine's timeline onto it, and refuse the file at the next time it
  * cannot convert there).
  *
- * Fixed size, no allocation: 2.6 KiB per host. Pure. */
+ * Fixed size, no allocation: 3.4 KiB per host. Pure. */
 #ifndef TRACEGATE_CONSUMER_FLEET_CLOCK_MODEL_H
 #define TRACEGATE_CONSUMER_FLEET_CLOCK_MODEL_H
 
@@ -42,6 +50,12 @@
  * of more clocks, ties nothing and is checked against every value. */
 #define TG_CLOCK_MODEL_SETS 8
 #define TG_CLOCK_MODEL_SET_CLOCKS 8
+
+/* Clocks from 64 whose properties (unit, incremental) are held to their
+ * first snapshot's, as trace processor holds them: sequence-scoped ones
+ * (64..127, per sequence) and producers' global ones (from 128). A
+ * snapshot that would register one more is left out. */
+#define TG_CLOCK_MODEL_PROPS 32
 
 typedef struct tg_clock_model {
   uint64_t adj[64];   /* adj[a] bit b: an edge a -> b */
@@ -70,6 +84,12 @@ typedef struct tg_clock_model {
     uint64_t max_fts, max_boot;
   } ftrace[TG_CLOCK_MODEL_FTRACE_SEQS];
   uint32_t n_ftrace;
+  struct {
+    uint64_t id, unit;
+    uint32_t seq; /* 0 for a global clock (from 128) */
+    bool inc;
+  } props[TG_CLOCK_MODEL_PROPS];
+  uint32_t n_props;
 } tg_clock_model_t;
 
 /* Why a packet is left out. */
@@ -79,6 +99,9 @@ typedef enum tg_clock_verdict {
   TG_CLOCK_PRIMARY,   /* a ClockSnapshot moving the trace clock */
   TG_CLOCK_UNTRACKED, /* a global-clock bundle past the followed sequences,
                          or a packet with two bundles or snapshots */
+  TG_CLOCK_REFUSED,   /* a ClockSnapshot trace processor refuses
+                         (invalid_clock_snapshots), or one the model could
+                         not follow to know it would not */
 } tg_clock_verdict_t;
 
 void tg_clock_model_init(tg_clock_model_t *cm);

@@ -980,6 +980,10 @@ static void trace_processor_finds_the_evidence(fixture_t *fx) {
                 sizeof(out)))
     return;
   assert_string_equal(out, "1\n");
+  /* No snapshot of any host refused: the stat is the whole file's. */
+  tp_query(fx, "select ifnull(sum(value), 0) from stats where name = "
+               "'invalid_clock_snapshots'", out, sizeof(out));
+  assert_string_equal(out, "0\n");
 }
 
 /* ftrace_events{cpu: 0, ftrace_clock: GLOBAL,
@@ -1007,10 +1011,10 @@ static void a_global_clock_bundle_without_its_pair_is_left_out(void **state) {
 }
 
 /* A ClockSnapshot naming MONOTONIC_RAW and BOOTTIME that also holds
- * REALTIME as is_incremental: trace processor drops the whole snapshot,
- * so the next MONOTONIC_RAW bundle has no path and refused the file.
- * The snapshot itself is harmless and written; the bundle is left out.
- * A clean snapshot of the same clocks then ties them. */
+ * REALTIME as is_incremental: trace processor drops the whole snapshot
+ * (invalid_clock_snapshots, the whole file's stat), so the next
+ * MONOTONIC_RAW bundle has no path and refused the file. Both are left
+ * out. A clean snapshot of the same clocks then ties them. */
 static void a_snapshot_trace_processor_drops_ties_nothing(void **state) {
   fixture_t *fx = *state;
   uint8_t p[256];
@@ -1022,12 +1026,90 @@ static void a_snapshot_trace_processor_drops_ties_nothing(void **state) {
   size_t writes = fx->sink.writes;
   host_sends(fx, 1, p, clock_packet(p, sizeof(p), bad, 3, 100, 2, 0));
   host_sends(fx, 1, p, prev_bundle(p, sizeof(p), 4, 0));
-  assert_int_equal(fx->sink.writes, writes + 1);
-  assert_int_equal(fx->hosts[1].clock_unplaced, 1);
+  assert_int_equal(fx->sink.writes, writes);
+  assert_int_equal(fx->hosts[1].clock_unplaced, 2);
   host_sends(fx, 1, p, clock_packet(p, sizeof(p), good, 2, 200, -1, 0));
   host_sends(fx, 1, p, prev_bundle(p, sizeof(p), 4, 0));
-  assert_int_equal(fx->sink.writes, writes + 3);
-  assert_int_equal(fx->hosts[1].clock_unplaced, 1);
+  assert_int_equal(fx->sink.writes, writes + 2);
+  assert_int_equal(fx->hosts[1].clock_unplaced, 2);
+  trace_processor_finds_the_evidence(fx);
+}
+
+/* A ClockSnapshot of host 1 on sequence |seq|: BOOTTIME at |boot|, then
+ * clock |id| at 100 with |unit| (0: none) and |inc|, |twice| over. */
+static size_t snapshot_of(uint8_t *buf, size_t cap, uint32_t seq,
+                          uint64_t boot, uint32_t id, uint64_t unit, bool inc,
+                          int twice) {
+  tg_pbw_t w;
+  tg_pbw_init(&w, buf, cap, NULL, NULL);
+  tg_pbw_begin_nested(&w, 6);
+  tg_pbw_begin_nested(&w, 1);
+  tg_pbw_append_varint(&w, 1, 6);
+  tg_pbw_append_varint(&w, 2, boot);
+  tg_pbw_end_nested(&w);
+  for (int k = 0; k <= twice; k++) {
+    tg_pbw_begin_nested(&w, 1);
+    tg_pbw_append_varint(&w, 1, id);
+    tg_pbw_append_varint(&w, 2, 100);
+    if (inc) tg_pbw_append_varint(&w, 3, 1);
+    if (unit) tg_pbw_append_varint(&w, 4, unit);
+    tg_pbw_end_nested(&w);
+  }
+  tg_pbw_end_nested(&w);
+  tg_pbw_append_varint(&w, 10, seq);
+  assert_int_equal(tg_pbw_error(&w), 0);
+  return (size_t)tg_pbw_written(&w);
+}
+
+/* Every ClockSnapshot trace processor v50.1 refuses (each seen to raise
+ * invalid_clock_snapshots on the whole merged file, 2026-11-27) is left
+ * out and counted as unplaced, while those it takes pass: a clock twice
+ * (builtin or a producer's own), a global clock incremental, a clock
+ * from 64 whose unit or encoding differs from its first snapshot's (per
+ * sequence from 64 to 127, per machine from 128), BOOTTIME going back;
+ * and a builtin clock with a unit, which it takes once but the model
+ * does not follow. */
+static void snapshots_trace_processor_refuses_are_left_out(void **state) {
+  fixture_t *fx = *state;
+  uint8_t p[256];
+  assert_int_equal(op_head(fx), 0);
+  host0_evidence_reads(fx, 0);
+  preamble_with_clocks(fx);
+  size_t writes = fx->sink.writes;
+  static const struct {
+    uint32_t seq;
+    uint64_t boot;
+    uint32_t id;
+    uint64_t unit;
+    bool inc;
+    int twice;
+    bool kept;
+  } cases[] = {
+      {3, 5000000000000ull, 3, 0, false, 1, false}, /* MONOTONIC twice */
+      {3, 5000000000000ull, 200, 0, false, 1, false}, /* 200 twice */
+      {3, 5000000000000ull, 3, 0, true, 0, false},  /* global incremental */
+      {3, 5000000000000ull, 200, 0, true, 0, false}, /* the same from 128 */
+      {3, 5000000000000ull, 3, 1000, false, 0, false}, /* a builtin's unit */
+      {3, 5000000000000ull, 3, 1, false, 0, true},  /* unit 1: as absent */
+      {3, 1000, 3, 0, false, 0, false},             /* BOOTTIME back */
+      {3, 5000000000001ull, 64, 1000, true, 0, true}, /* seq 3's clock 64 */
+      {3, 5000000000002ull, 64, 0, true, 0, false}, /* ... another unit */
+      {3, 5000000000002ull, 64, 1000, false, 0, false}, /* ... not inc */
+      {4, 5000000000002ull, 64, 0, false, 0, true}, /* seq 4's own */
+      {3, 5000000000003ull, 64, 1000, true, 0, true}, /* seq 3's again */
+      {3, 5000000000004ull, 200, 1000, false, 0, true}, /* 200 registered */
+      {4, 5000000000005ull, 200, 0, false, 0, false}, /* ... per machine */
+  };
+  uint64_t left = 0;
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    host_sends(fx, 1, p, snapshot_of(p, sizeof(p), cases[i].seq,
+                                     cases[i].boot, cases[i].id, cases[i].unit,
+                                     cases[i].inc, cases[i].twice));
+    writes += cases[i].kept;
+    left += !cases[i].kept;
+    assert_int_equal(fx->sink.writes, writes);
+    assert_int_equal(fx->hosts[1].clock_unplaced, left);
+  }
   trace_processor_finds_the_evidence(fx);
 }
 
@@ -1289,6 +1371,8 @@ int main(void) {
           a_snapshot_trace_processor_drops_ties_nothing, setup, teardown),
       cmocka_unit_test_setup_teardown(
           a_snapshot_moving_the_trace_clock_is_left_out, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          snapshots_trace_processor_refuses_are_left_out, setup, teardown),
       cmocka_unit_test_setup_teardown(a_clock_that_goes_back_loses_its_path,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(fields_off_the_allowlist_are_left_out,
