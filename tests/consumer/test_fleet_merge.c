@@ -1113,6 +1113,61 @@ static void snapshots_trace_processor_refuses_are_left_out(void **state) {
   trace_processor_finds_the_evidence(fx);
 }
 
+/* Host 1's packet on sequence 5 at |ts|: a TracingServiceEvent with
+ * marker |field| (3 all_data_sources_flushed, 4 read_tracing_buffers_
+ * completed), or (|field| 0) a track event instant on its own track. */
+static size_t host1_at(uint8_t *buf, size_t cap, uint64_t ts, uint32_t field) {
+  tg_pbw_t w;
+  tg_pbw_init(&w, buf, cap, NULL, NULL);
+  tg_pbw_append_varint(&w, 8, ts);
+  if (field) {
+    tg_pbw_begin_nested(&w, 69);
+    tg_pbw_append_varint(&w, field, 1);
+    tg_pbw_end_nested(&w);
+  } else {
+    tg_pbw_begin_nested(&w, 60); /* track_descriptor */
+    tg_pbw_append_varint(&w, 1, 77);
+    tg_pbw_end_nested(&w);
+    tg_pbw_begin_nested(&w, 11); /* track_event: an instant on it */
+    tg_pbw_append_varint(&w, 9, 3);
+    tg_pbw_append_varint(&w, 11, 77);
+    tg_pbw_end_nested(&w);
+  }
+  tg_pbw_append_varint(&w, 10, 5);
+  assert_int_equal(tg_pbw_error(&w), 0);
+  return (size_t)tg_pbw_written(&w);
+}
+
+/* Trace processor's sorter is the whole file's: after flush and read
+ * markers it sorted for good what it had read, and dropped as out of
+ * order (sorter_push_event_out_of_order) every later packet older than
+ * the newest of those: a host's event far in the future, then its
+ * service's markers, cost the good host its slice. The markers are left
+ * out (counted apart: not data), the host's event stays. */
+static void a_hosts_flush_markers_are_left_out(void **state) {
+  fixture_t *fx = *state;
+  uint8_t p[256];
+  assert_int_equal(op_head(fx), 0);
+  host0_evidence_reads(fx, 0);
+  size_t writes = fx->sink.writes;
+  const uint64_t far = 9000000000000ull;
+  host_sends(fx, 1, p, host1_at(p, sizeof(p), far, 0));
+  for (int round = 0; round < 3; round++) {
+    host_sends(fx, 1, p, host1_at(p, sizeof(p), far, 3));
+    host_sends(fx, 1, p, host1_at(p, sizeof(p), far, 3));
+    host_sends(fx, 1, p, host1_at(p, sizeof(p), far, 4));
+    host_sends(fx, 1, p, host1_at(p, sizeof(p), far + 1 + round, 0));
+  }
+  assert_int_equal(fx->sink.writes, writes + 4);
+  assert_int_equal(fx->hosts[1].sorter_markers, 9);
+  assert_int_equal(fx->hosts[1].malformed, 0);
+  trace_processor_finds_the_evidence(fx);
+  char out[256];
+  if (tp_query(fx, "select ifnull(sum(value), 0) from stats where name = "
+                   "'sorter_push_event_out_of_order'", out, sizeof(out)))
+    assert_string_equal(out, "0\n");
+}
+
 /* A relay that answered ClockSync with an error: no clock preamble. The
  * host's ClockSnapshot{primary_trace_clock: REALTIME} would move its
  * machine's timeline to REALTIME, and the boot-clock bundle after it
@@ -1373,6 +1428,8 @@ int main(void) {
           a_snapshot_moving_the_trace_clock_is_left_out, setup, teardown),
       cmocka_unit_test_setup_teardown(
           snapshots_trace_processor_refuses_are_left_out, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_hosts_flush_markers_are_left_out,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(a_clock_that_goes_back_loses_its_path,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(fields_off_the_allowlist_are_left_out,
