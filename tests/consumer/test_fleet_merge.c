@@ -924,6 +924,13 @@ static size_t prev_bundle(uint8_t *buf, size_t cap, int clock, uint64_t fts) {
   return (size_t)tg_pbw_written(&w);
 }
 
+/* Ends the packet |w| writes on sequence |seq|: its length. */
+static size_t packet_end(tg_pbw_t *w, uint32_t seq) {
+  tg_pbw_append_varint(w, 10, seq);
+  assert_int_equal(tg_pbw_error(w), 0);
+  return (size_t)tg_pbw_written(w);
+}
+
 /* A ClockSnapshot of host 1 on sequence 3: clocks |ids| (n of them) at
  * |base| + i, the one at |incremental| (or none: -1) is_incremental, and
  * primary_trace_clock |primary| (0: none). */
@@ -942,9 +949,7 @@ static size_t clock_packet(uint8_t *buf, size_t cap, const uint32_t *ids,
   }
   if (primary) tg_pbw_append_varint(&w, 2, primary);
   tg_pbw_end_nested(&w);
-  tg_pbw_append_varint(&w, 10, 3);
-  assert_int_equal(tg_pbw_error(&w), 0);
-  return (size_t)tg_pbw_written(&w);
+  return packet_end(&w, 3);
 }
 
 /* Host |host|'s preamble, as for a relay that answered ClockSync. */
@@ -972,6 +977,15 @@ static void host0_evidence_reads(fixture_t *fx, int which) {
   host_sends(fx, 0, p, evidence_packet(p, sizeof(p), which));
 }
 
+/* The head, host 0's track, host 1's preamble with clocks: the writes
+ * so far. */
+static size_t clock_case_start(fixture_t *fx) {
+  assert_int_equal(op_head(fx), 0);
+  host0_evidence_reads(fx, 0);
+  preamble_with_clocks(fx);
+  return fx->sink.writes;
+}
+
 static void trace_processor_finds_the_evidence(fixture_t *fx) {
   host0_evidence_reads(fx, 1);
   host0_evidence_reads(fx, 2);
@@ -995,10 +1009,7 @@ static void trace_processor_finds_the_evidence(fixture_t *fx) {
 static void a_global_clock_bundle_without_its_pair_is_left_out(void **state) {
   fixture_t *fx = *state;
   uint8_t p[256];
-  assert_int_equal(op_head(fx), 0);
-  host0_evidence_reads(fx, 0);
-  preamble_with_clocks(fx);
-  size_t writes = fx->sink.writes;
+  size_t writes = clock_case_start(fx);
   host_sends(fx, 1, p, prev_bundle(p, sizeof(p), 2, 0));
   assert_int_equal(fx->sink.writes, writes);
   assert_int_equal(fx->hosts[1].clock_unplaced, 1);
@@ -1020,10 +1031,7 @@ static void a_snapshot_trace_processor_drops_ties_nothing(void **state) {
   uint8_t p[256];
   static const uint32_t bad[] = {5, 6, 1};
   static const uint32_t good[] = {5, 6};
-  assert_int_equal(op_head(fx), 0);
-  host0_evidence_reads(fx, 0);
-  preamble_with_clocks(fx);
-  size_t writes = fx->sink.writes;
+  size_t writes = clock_case_start(fx);
   host_sends(fx, 1, p, clock_packet(p, sizeof(p), bad, 3, 100, 2, 0));
   host_sends(fx, 1, p, prev_bundle(p, sizeof(p), 4, 0));
   assert_int_equal(fx->sink.writes, writes);
@@ -1056,9 +1064,7 @@ static size_t snapshot_of(uint8_t *buf, size_t cap, uint32_t seq,
     tg_pbw_end_nested(&w);
   }
   tg_pbw_end_nested(&w);
-  tg_pbw_append_varint(&w, 10, seq);
-  assert_int_equal(tg_pbw_error(&w), 0);
-  return (size_t)tg_pbw_written(&w);
+  return packet_end(&w, seq);
 }
 
 /* Every ClockSnapshot trace processor v50.1 refuses (each seen to raise
@@ -1072,10 +1078,7 @@ static size_t snapshot_of(uint8_t *buf, size_t cap, uint32_t seq,
 static void snapshots_trace_processor_refuses_are_left_out(void **state) {
   fixture_t *fx = *state;
   uint8_t p[256];
-  assert_int_equal(op_head(fx), 0);
-  host0_evidence_reads(fx, 0);
-  preamble_with_clocks(fx);
-  size_t writes = fx->sink.writes;
+  size_t writes = clock_case_start(fx);
   static const struct {
     uint32_t seq;
     uint64_t boot;
@@ -1133,9 +1136,7 @@ static size_t host1_at(uint8_t *buf, size_t cap, uint64_t ts, uint32_t field) {
     tg_pbw_append_varint(&w, 11, 77);
     tg_pbw_end_nested(&w);
   }
-  tg_pbw_append_varint(&w, 10, 5);
-  assert_int_equal(tg_pbw_error(&w), 0);
-  return (size_t)tg_pbw_written(&w);
+  return packet_end(&w, 5);
 }
 
 /* Trace processor's sorter is the whole file's: after flush and read
@@ -1198,10 +1199,7 @@ static void a_clock_that_goes_back_loses_its_path(void **state) {
   fixture_t *fx = *state;
   uint8_t p[256];
   static const uint32_t ids[] = {6, 5};
-  assert_int_equal(op_head(fx), 0);
-  host0_evidence_reads(fx, 0);
-  preamble_with_clocks(fx);
-  size_t writes = fx->sink.writes;
+  size_t writes = clock_case_start(fx);
   host_sends(fx, 1, p, clock_packet(p, sizeof(p), ids, 2, 3000000000ull, -1, 6));
   host_sends(fx, 1, p, prev_bundle(p, sizeof(p), 4, 0));
   assert_int_equal(fx->sink.writes, writes + 2);
@@ -1252,10 +1250,7 @@ static size_t field_packet(uint8_t *buf, size_t cap, uint32_t field,
 static void fields_off_the_allowlist_are_left_out(void **state) {
   fixture_t *fx = *state;
   uint8_t p[256], b[128];
-  assert_int_equal(op_head(fx), 0);
-  host0_evidence_reads(fx, 0);
-  preamble_with_clocks(fx);
-  size_t writes = fx->sink.writes;
+  size_t writes = clock_case_start(fx);
   tg_pbw_t w;
   /* protolog_viewer_config{messages{message_id: 1, message: "%s"}} */
   tg_pbw_init(&w, b, sizeof(b), NULL, NULL);
