@@ -1,6 +1,7 @@
 /* One host's clocks as trace processor sees them; see clock_model.h. */
 #include "consumer/fleet/clock_model.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define BOOTTIME 6u
@@ -16,6 +17,12 @@
 #define BIT(id) (1ull << (id))
 
 void tg_clock_model_init(tg_clock_model_t *cm) { memset(cm, 0, sizeof(*cm)); }
+
+void tg_clock_model_free(tg_clock_model_t *cm) {
+  free(cm->props);
+  cm->props = NULL;
+  cm->n_props = cm->cap_props = 0;
+}
 
 static unsigned rank_of(uint64_t ids, unsigned id) {
   return (unsigned)__builtin_popcountll(ids & (BIT(id) - 1));
@@ -187,7 +194,23 @@ static bool props_ok(const tg_clock_model_t *cm, const tg_ts_clocks_t *c,
              cm->props[i].inc != c->ext[k].inc)
       return false;
   }
-  return cm->n_props + add <= TG_CLOCK_MODEL_PROPS;
+  return cm->n_props + add <= cm->cap_props;
+}
+
+void tg_clock_model_reserve(tg_clock_model_t *cm, const tg_ts_clocks_t *c,
+                            uint32_t seq) {
+  if (!(c->flags & TG_TS_SNAPSHOT)) return;
+  uint32_t need = cm->n_props;
+  for (uint32_t k = 0; k < c->n_ext; k++)
+    if (props_of(cm, c->ext[k].id, seq) < 0) need++;
+  if (need <= cm->cap_props || need > TG_CLOCK_MODEL_MAX_PROPS) return;
+  uint32_t cap = cm->cap_props ? cm->cap_props : 8;
+  while (cap < need) cap *= 2;
+  if (cap > TG_CLOCK_MODEL_MAX_PROPS) cap = TG_CLOCK_MODEL_MAX_PROPS;
+  tg_clock_props_t *p = realloc(cm->props, cap * sizeof(*p));
+  if (!p) return; /* the snapshot is refused: left out, counted */
+  cm->props = p;
+  cm->cap_props = cap;
 }
 
 /* Whether BOOTTIME goes back in the snapshot, as take_snapshot() would
@@ -251,8 +274,8 @@ void tg_clock_model_apply(tg_clock_model_t *cm, const tg_ts_clocks_t *c,
     }
     for (uint32_t k = 0; k < c->n_ext; k++) {
       if (props_of(cm, c->ext[k].id, seq) >= 0 ||
-          cm->n_props == TG_CLOCK_MODEL_PROPS)
-        continue; /* checked: held already, or refused */
+          cm->n_props == cm->cap_props)
+        continue; /* checked: held already, or no room (never passed) */
       uint32_t i = cm->n_props++;
       cm->props[i].id = c->ext[k].id;
       cm->props[i].unit = c->ext[k].unit;

@@ -102,6 +102,7 @@ void tg_merge_host_init(tg_merge_host_t *mh, size_t index) {
 }
 
 void tg_merge_host_free(tg_merge_host_t *mh) {
+  tg_clock_model_free(&mh->clock);
   tg_u32_map_free(&mh->seqs);
   tg_u32_map_free(&mh->istate);
   free(mh->iseqs);
@@ -402,6 +403,7 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
     mh->sorter_markers++;
     return 0;
   }
+  tg_clock_model_reserve(&mh->clock, &clocks, (uint32_t)orig);
   if (tg_clock_model_check(&mh->clock, &clocks, (uint32_t)orig) !=
       TG_CLOCK_OK) {
     mh->malformed++;

@@ -145,6 +145,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       }
       bool screened = tg_trace_schema_check(data + at, len, NULL, &c) ==
                       TG_TS_OK;
+      /* As the merge does before its check (it only makes room). */
+      if (screened)
+        tg_clock_model_reserve(&hosts[cur_host].clock, &c, (uint32_t)orig);
       cur_verdict = screened
                         ? tg_clock_model_check(&mh->clock, &c, (uint32_t)orig)
                         : TG_CLOCK_OK;
@@ -165,7 +168,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         mh->clock_unplaced - unplaced > mh->malformed - before ||
         mh->clock.n_sets > TG_CLOCK_MODEL_SETS ||
         mh->clock.n_ftrace > TG_CLOCK_MODEL_FTRACE_SEQS ||
-        mh->clock.n_props > TG_CLOCK_MODEL_PROPS ||
+        mh->clock.n_props > mh->clock.cap_props ||
+        mh->clock.cap_props > TG_CLOCK_MODEL_MAX_PROPS ||
         mh->sorter_markers < cur_marker_before)
       __builtin_trap();
     if (mh->malformed < before || mh->state_edge < edge ||
