@@ -213,18 +213,33 @@ void tg_clock_model_reserve(tg_clock_model_t *cm, const tg_ts_clocks_t *c,
   cm->cap_props = cap;
 }
 
-/* Whether BOOTTIME goes back in the snapshot, as take_snapshot() would
- * compare it: trace processor refuses a trace clock that does. */
-static bool boot_back(const tg_clock_model_t *cm, const tg_ts_clocks_t *c) {
+/* Whether BOOTTIME may go back in the snapshot against the last one of
+ * the same clocks, which trace processor refuses for the trace clock.
+ * It compares within the snapshots of one set of clock ids, a
+ * sequence-scoped clock's id being its sequence's own: so a snapshot
+ * naming clocks from 64 is compared only with those that named every one
+ * of them, whose BOOTTIME is at most the lowest of their boot_max (none
+ * when one never came with BOOTTIME: a new set). The others as
+ * take_snapshot() sets them apart. */
+static bool boot_back(const tg_clock_model_t *cm, const tg_ts_clocks_t *c,
+                      uint32_t seq) {
   if (!(c->ids & BIT(BOOTTIME))) return false;
   uint64_t v = c->ts[BOOTTIME];
-  bool followed = !(c->flags & TG_TS_SNAP_SEQ_CLOCK);
-  for (uint32_t i = 0; followed && i < cm->n_sets; i++)
+  if (c->n_ext) {
+    uint64_t low = UINT64_MAX;
+    for (uint32_t k = 0; k < c->n_ext; k++) {
+      int i = props_of(cm, c->ext[k].id, seq);
+      if (i < 0 || !cm->props[i].boot_seen) return false;
+      if (cm->props[i].boot_max < low) low = cm->props[i].boot_max;
+    }
+    return v < low;
+  }
+  for (uint32_t i = 0; i < cm->n_sets; i++)
     if (cm->sets[i].ids == c->ids) {
       uint64_t last = cm->sets[i].max[rank_of(c->ids, BOOTTIME)];
       return last != 0 && v < last;
     }
-  if (followed && cm->n_sets < TG_CLOCK_MODEL_SETS &&
+  if (cm->n_sets < TG_CLOCK_MODEL_SETS &&
       __builtin_popcountll(c->ids) <= TG_CLOCK_MODEL_SET_CLOCKS)
     return false; /* a new set: nothing to compare with */
   return (cm->seen & BIT(BOOTTIME)) && v < cm->max[BOOTTIME];
@@ -239,7 +254,7 @@ static bool snapshot_ok(const tg_clock_model_t *cm, const tg_ts_clocks_t *c,
    * the first time, then refuses every snapshot giving it others; the
    * model follows builtin clocks in nanoseconds only. */
   if (c->odd) return false;
-  return props_ok(cm, c, seq) && !boot_back(cm, c);
+  return props_ok(cm, c, seq) && !boot_back(cm, c, seq);
 }
 
 tg_clock_verdict_t tg_clock_model_check(const tg_clock_model_t *cm,
@@ -272,21 +287,29 @@ void tg_clock_model_apply(tg_clock_model_t *cm, const tg_ts_clocks_t *c,
       uint32_t h = (seq * 2654435761u) >> 22;
       cm->seq_named[h >> 6] |= BIT(h & 63);
     }
+    bool boot = (c->ids & BIT(BOOTTIME)) != 0;
     for (uint32_t k = 0; k < c->n_ext; k++) {
-      if (props_of(cm, c->ext[k].id, seq) >= 0 ||
-          cm->n_props == cm->cap_props)
-        continue; /* checked: held already, or no room (never passed) */
-      uint32_t i = cm->n_props++;
-      cm->props[i].id = c->ext[k].id;
-      cm->props[i].unit = c->ext[k].unit;
-      cm->props[i].inc = c->ext[k].inc;
-      cm->props[i].seq = c->ext[k].id < 128 ? seq : 0;
+      int i = props_of(cm, c->ext[k].id, seq);
+      if (i < 0) {
+        if (cm->n_props == cm->cap_props) continue; /* refused: never here */
+        i = (int)cm->n_props++;
+        memset(&cm->props[i], 0, sizeof(cm->props[0]));
+        cm->props[i].id = c->ext[k].id;
+        cm->props[i].unit = c->ext[k].unit;
+        cm->props[i].inc = c->ext[k].inc;
+        cm->props[i].seq = c->ext[k].id < 128 ? seq : 0;
+      }
+      if (boot && (!cm->props[i].boot_seen ||
+                   c->ts[BOOTTIME] > cm->props[i].boot_max)) {
+        cm->props[i].boot_max = c->ts[BOOTTIME];
+        cm->props[i].boot_seen = true;
+      }
     }
-    /* A producer's own clock (from 128) is not followed: such a snapshot
-     * ties nothing for the model. */
+    /* A snapshot naming a clock from 64 ties nothing for the model, and
+     * is a set of its own for trace processor: not followed. */
     take_snapshot(cm, c->ids, c->ts, c->odd,
                   (c->flags & (TG_TS_SNAP_REJECTED | TG_TS_SNAP_CUSTOM)) != 0,
-                  !(c->flags & TG_TS_SNAP_SEQ_CLOCK));
+                  !(c->flags & (TG_TS_SNAP_SEQ_CLOCK | TG_TS_SNAP_CUSTOM)));
   }
   if (!(c->flags & TG_TS_BUNDLE) || !(c->flags & TG_TS_BUNDLE_SNAP)) return;
   /* A pair that may have been skipped as the last one's twin still

@@ -29,7 +29,7 @@
  * machine's timeline onto it, and refuse the file at the next time it
  * cannot convert there).
  *
- * 2 KiB per host, and 32 bytes per clock from 64 held, allocated as such
+ * 2 KiB per host, and 40 bytes per clock from 64 held, allocated as such
  * clocks appear (tg_clock_model_reserve, the one call that allocates);
  * every other call is pure. */
 #ifndef TRACEGATE_CONSUMER_FLEET_CLOCK_MODEL_H
@@ -59,8 +59,10 @@
  * producers' global ones (from 128, seq 0: the machine's). */
 typedef struct tg_clock_props {
   uint64_t id, unit;
+  uint64_t boot_max; /* the highest BOOTTIME of a snapshot naming it */
   uint32_t seq;
   bool inc;
+  bool boot_seen;    /* boot_max is one */
 } tg_clock_props_t;
 
 /* Clocks from 64 held per host, at most: as many as the merge follows

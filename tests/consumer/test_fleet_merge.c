@@ -1100,6 +1100,11 @@ static void snapshots_trace_processor_refuses_are_left_out(void **state) {
       {3, 5000000000002ull, 64, 1000, false, 0, false}, /* ... not inc */
       {4, 5000000000002ull, 64, 0, false, 0, true}, /* seq 4's own */
       {3, 5000000000003ull, 64, 1000, true, 0, true}, /* seq 3's again */
+      {3, 1000, 64, 1000, true, 0, false},          /* ... BOOTTIME back */
+      /* Another sequence's set of clocks: its BOOTTIME is compared with
+       * its own snapshots only (Perfetto's SDK's are older than the
+       * merge's preamble). */
+      {5, 1000, 64, 1000, true, 0, true},
       {3, 5000000000004ull, 200, 1000, false, 0, true}, /* 200 registered */
       {4, 5000000000005ull, 200, 0, false, 0, false}, /* ... per machine */
   };
