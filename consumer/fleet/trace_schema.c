@@ -150,8 +150,9 @@ static bool value_ok(uint32_t msg, const tg_pb_field_t *fld,
       }
       return true;
     case TG_TS_MSG_ClockSnapshot_Clock:
-      /* The last of each counts. */
-      if (fld->id == 1) st->start = v;
+      /* The last of each counts. clock_id is a uint32: trace processor
+       * keeps its low 32 bits (2^63 is its clock 0). */
+      if (fld->id == 1) st->start = (uint32_t)v;
       if (fld->id == 2) st->end = v;
       if (fld->id == 3)
         st->flags = (uint8_t)(v ? st->flags | CLK_INC : st->flags & ~CLK_INC);

@@ -1046,7 +1046,7 @@ static void a_snapshot_trace_processor_drops_ties_nothing(void **state) {
 /* A ClockSnapshot of host 1 on sequence |seq|: BOOTTIME at |boot|, then
  * clock |id| at 100 with |unit| (0: none) and |inc|, |twice| over. */
 static size_t snapshot_of(uint8_t *buf, size_t cap, uint32_t seq,
-                          uint64_t boot, uint32_t id, uint64_t unit, bool inc,
+                          uint64_t boot, uint64_t id, uint64_t unit, bool inc,
                           int twice) {
   tg_pbw_t w;
   tg_pbw_init(&w, buf, cap, NULL, NULL);
@@ -1082,13 +1082,15 @@ static void snapshots_trace_processor_refuses_are_left_out(void **state) {
   static const struct {
     uint32_t seq;
     uint64_t boot;
-    uint32_t id;
+    uint64_t id;
     uint64_t unit;
     bool inc;
     int twice;
     bool kept;
   } cases[] = {
       {3, 5000000000000ull, 3, 0, false, 1, false}, /* MONOTONIC twice */
+      /* clock_id is a uint32: 2^32 + 6 is BOOTTIME, twice then. */
+      {3, 5000000000000ull, (1ull << 32) | 6, 0, false, 0, false},
       {3, 5000000000000ull, 200, 0, false, 1, false}, /* 200 twice */
       {3, 5000000000000ull, 3, 0, true, 0, false},  /* global incremental */
       {3, 5000000000000ull, 200, 0, true, 0, false}, /* the same from 128 */
