@@ -572,6 +572,7 @@ static void each_case_spoils_only_its_host(void **state) {
        * own snapshot, is kept. */
       {"regress-tp-clock-snapshot-dropped", 1, TG_N_COLLECTOR_CLOCK_UNPLACED},
       {"regress-tp-clock-snapshot-refused", 5, TG_N_COLLECTOR_CLOCK_UNPLACED},
+      {"regress-tp-clock-id-truncated", 1, TG_N_COLLECTOR_CLOCK_UNPLACED},
       /* A host's flush markers are left out, not lost: its events stay. */
       {"regress-tp-sorter-flush-markers", 0, TG_N_NONE},
       {"regress-tp-mono-raw-unsynced", 0, TG_N_NONE},
