@@ -1,6 +1,7 @@
 /* One host's clocks as trace processor sees them; see clock_model.h. */
 #include "consumer/fleet/clock_model.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define BOOTTIME 6u
@@ -16,6 +17,12 @@
 #define BIT(id) (1ull << (id))
 
 void tg_clock_model_init(tg_clock_model_t *cm) { memset(cm, 0, sizeof(*cm)); }
+
+void tg_clock_model_free(tg_clock_model_t *cm) {
+  free(cm->props);
+  cm->props = NULL;
+  cm->n_props = cm->cap_props = 0;
+}
 
 static unsigned rank_of(uint64_t ids, unsigned id) {
   return (unsigned)__builtin_popcountll(ids & (BIT(id) - 1));
@@ -158,11 +165,105 @@ static bool global_placed(const tg_clock_model_t *cm, const tg_ts_clocks_t *c,
          c->boot_ts >= cm->ftrace[i].max_boot;
 }
 
+/* The entry of clock |id| (from 64) of sequence |seq| in the held
+ * properties, or -1. Producers' global clocks (from 128) are the
+ * machine's, whatever the sequence. */
+static int props_of(const tg_clock_model_t *cm, uint64_t id, uint32_t seq) {
+  uint32_t key = id < 128 ? seq : 0;
+  for (uint32_t i = 0; i < cm->n_props; i++)
+    if (cm->props[i].id == id && cm->props[i].seq == key) return (int)i;
+  return -1;
+}
+
+/* Whether trace processor takes the snapshot's clocks from 64 with their
+ * properties, and the model can hold them: each as its first snapshot
+ * registered it, the new ones within the table. */
+static bool props_ok(const tg_clock_model_t *cm, const tg_ts_clocks_t *c,
+                     uint32_t seq) {
+  uint32_t add = 0;
+  for (uint32_t k = 0; k < c->n_ext; k++) {
+    /* ftrace's global clock is the sequence's clock 64, registered by the
+     * bundles' pairs in nanoseconds, not incremental. */
+    if (c->ext[k].id == 64 && ftrace_of(cm, seq) >= 0 &&
+        (c->ext[k].unit != 1 || c->ext[k].inc))
+      return false;
+    int i = props_of(cm, c->ext[k].id, seq);
+    if (i < 0)
+      add++;
+    else if (cm->props[i].unit != c->ext[k].unit ||
+             cm->props[i].inc != c->ext[k].inc)
+      return false;
+  }
+  return cm->n_props + add <= cm->cap_props;
+}
+
+void tg_clock_model_reserve(tg_clock_model_t *cm, const tg_ts_clocks_t *c,
+                            uint32_t seq) {
+  if (!(c->flags & TG_TS_SNAPSHOT)) return;
+  uint32_t need = cm->n_props;
+  for (uint32_t k = 0; k < c->n_ext; k++)
+    if (props_of(cm, c->ext[k].id, seq) < 0) need++;
+  if (need <= cm->cap_props || need > TG_CLOCK_MODEL_MAX_PROPS) return;
+  uint32_t cap = cm->cap_props ? cm->cap_props : 8;
+  while (cap < need) cap *= 2;
+  if (cap > TG_CLOCK_MODEL_MAX_PROPS) cap = TG_CLOCK_MODEL_MAX_PROPS;
+  tg_clock_props_t *p = realloc(cm->props, cap * sizeof(*p));
+  if (!p) return; /* the snapshot is refused: left out, counted */
+  cm->props = p;
+  cm->cap_props = cap;
+}
+
+/* Whether BOOTTIME may go back in the snapshot against the last one of
+ * the same clocks, which trace processor refuses for the trace clock.
+ * It compares within the snapshots of one set of clock ids, a
+ * sequence-scoped clock's id being its sequence's own: so a snapshot
+ * naming clocks from 64 is compared only with those that named every one
+ * of them, whose BOOTTIME is at most the lowest of their boot_max (none
+ * when one never came with BOOTTIME: a new set). The others as
+ * take_snapshot() sets them apart. */
+static bool boot_back(const tg_clock_model_t *cm, const tg_ts_clocks_t *c,
+                      uint32_t seq) {
+  if (!(c->ids & BIT(BOOTTIME))) return false;
+  uint64_t v = c->ts[BOOTTIME];
+  if (c->n_ext) {
+    uint64_t low = UINT64_MAX;
+    for (uint32_t k = 0; k < c->n_ext; k++) {
+      int i = props_of(cm, c->ext[k].id, seq);
+      if (i < 0 || !cm->props[i].boot_seen) return false;
+      if (cm->props[i].boot_max < low) low = cm->props[i].boot_max;
+    }
+    return v < low;
+  }
+  for (uint32_t i = 0; i < cm->n_sets; i++)
+    if (cm->sets[i].ids == c->ids) {
+      uint64_t last = cm->sets[i].max[rank_of(c->ids, BOOTTIME)];
+      return last != 0 && v < last;
+    }
+  if (cm->n_sets < TG_CLOCK_MODEL_SETS &&
+      __builtin_popcountll(c->ids) <= TG_CLOCK_MODEL_SET_CLOCKS)
+    return false; /* a new set: nothing to compare with */
+  return (cm->seen & BIT(BOOTTIME)) && v < cm->max[BOOTTIME];
+}
+
+/* Whether the packet's ClockSnapshot is one trace processor takes and the
+ * model can follow (clock_model.h). */
+static bool snapshot_ok(const tg_clock_model_t *cm, const tg_ts_clocks_t *c,
+                        uint32_t seq) {
+  if (c->flags & (TG_TS_SNAP_REJECTED | TG_TS_SNAP_MANY)) return false;
+  /* A builtin clock with a unit or incremental: trace processor takes it
+   * the first time, then refuses every snapshot giving it others; the
+   * model follows builtin clocks in nanoseconds only. */
+  if (c->odd) return false;
+  return props_ok(cm, c, seq) && !boot_back(cm, c, seq);
+}
+
 tg_clock_verdict_t tg_clock_model_check(const tg_clock_model_t *cm,
                                         const tg_ts_clocks_t *c,
                                         uint32_t seq) {
   if (!c->flags) return TG_CLOCK_OK;
   if (c->flags & TG_TS_TWICE) return TG_CLOCK_UNTRACKED;
+  if ((c->flags & TG_TS_SNAPSHOT) && !snapshot_ok(cm, c, seq))
+    return TG_CLOCK_REFUSED;
   if ((c->flags & TG_TS_SNAP_PRIMARY) && c->primary != BOOTTIME)
     return TG_CLOCK_PRIMARY;
   if (!(c->flags & TG_TS_BUNDLE)) return TG_CLOCK_OK;
@@ -186,9 +287,29 @@ void tg_clock_model_apply(tg_clock_model_t *cm, const tg_ts_clocks_t *c,
       uint32_t h = (seq * 2654435761u) >> 22;
       cm->seq_named[h >> 6] |= BIT(h & 63);
     }
+    bool boot = (c->ids & BIT(BOOTTIME)) != 0;
+    for (uint32_t k = 0; k < c->n_ext; k++) {
+      int i = props_of(cm, c->ext[k].id, seq);
+      if (i < 0) {
+        if (cm->n_props == cm->cap_props) continue; /* refused: never here */
+        i = (int)cm->n_props++;
+        memset(&cm->props[i], 0, sizeof(cm->props[0]));
+        cm->props[i].id = c->ext[k].id;
+        cm->props[i].unit = c->ext[k].unit;
+        cm->props[i].inc = c->ext[k].inc;
+        cm->props[i].seq = c->ext[k].id < 128 ? seq : 0;
+      }
+      if (boot && (!cm->props[i].boot_seen ||
+                   c->ts[BOOTTIME] > cm->props[i].boot_max)) {
+        cm->props[i].boot_max = c->ts[BOOTTIME];
+        cm->props[i].boot_seen = true;
+      }
+    }
+    /* A snapshot naming a clock from 64 ties nothing for the model, and
+     * is a set of its own for trace processor: not followed. */
     take_snapshot(cm, c->ids, c->ts, c->odd,
-                  (c->flags & TG_TS_SNAP_REJECTED) != 0,
-                  !(c->flags & TG_TS_SNAP_SEQ_CLOCK));
+                  (c->flags & (TG_TS_SNAP_REJECTED | TG_TS_SNAP_CUSTOM)) != 0,
+                  !(c->flags & (TG_TS_SNAP_SEQ_CLOCK | TG_TS_SNAP_CUSTOM)));
   }
   if (!(c->flags & TG_TS_BUNDLE) || !(c->flags & TG_TS_BUNDLE_SNAP)) return;
   /* A pair that may have been skipped as the last one's twin still

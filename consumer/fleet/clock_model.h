@@ -16,12 +16,22 @@
  * than the highest value it had in any snapshot (trace processor compares
  * within snapshots of the same set of clocks).
  *
+ * A ClockSnapshot trace processor would refuse is left out, so that its
+ * stat invalid_clock_snapshots, which is the whole file's, never comes
+ * from a host: one naming a clock twice, a global clock incremental, a
+ * clock from 64 with other properties than its first snapshot gave it, a
+ * BOOTTIME that goes back; and, as the model could not follow it, one
+ * giving a builtin clock a unit or incremental encoding, or registering a
+ * clock from 64 past TG_CLOCK_MODEL_MAX_PROPS.
+ *
  * The host's trace clock is BOOTTIME: a ClockSnapshot naming another
  * primary_trace_clock is left out (trace processor would move the
  * machine's timeline onto it, and refuse the file at the next time it
  * cannot convert there).
  *
- * Fixed size, no allocation: 2.6 KiB per host. Pure. */
+ * 2 KiB per host, and 40 bytes per clock from 64 held, allocated as such
+ * clocks appear (tg_clock_model_reserve, the one call that allocates);
+ * every other call is pure. */
 #ifndef TRACEGATE_CONSUMER_FLEET_CLOCK_MODEL_H
 #define TRACEGATE_CONSUMER_FLEET_CLOCK_MODEL_H
 
@@ -42,6 +52,23 @@
  * of more clocks, ties nothing and is checked against every value. */
 #define TG_CLOCK_MODEL_SETS 8
 #define TG_CLOCK_MODEL_SET_CLOCKS 8
+
+/* A clock from 64 with its properties as its first snapshot registered
+ * them, which trace processor holds it to: sequence-scoped ones (64..127,
+ * per sequence: Perfetto's SDK names clock 64 on each writer's) and
+ * producers' global ones (from 128, seq 0: the machine's). */
+typedef struct tg_clock_props {
+  uint64_t id, unit;
+  uint64_t boot_max; /* the highest BOOTTIME of a snapshot naming it */
+  uint32_t seq;
+  bool inc;
+  bool boot_seen;    /* boot_max is one */
+} tg_clock_props_t;
+
+/* Clocks from 64 held per host, at most: as many as the merge follows
+ * sequences' incremental state (TG_MERGE_HOST_MAX_STATE_SEQS). A
+ * snapshot that would register one more is left out. */
+#define TG_CLOCK_MODEL_MAX_PROPS 4096u
 
 typedef struct tg_clock_model {
   uint64_t adj[64];   /* adj[a] bit b: an edge a -> b */
@@ -70,6 +97,9 @@ typedef struct tg_clock_model {
     uint64_t max_fts, max_boot;
   } ftrace[TG_CLOCK_MODEL_FTRACE_SEQS];
   uint32_t n_ftrace;
+  /* The clocks from 64 held (tg_clock_model_reserve grows it). */
+  tg_clock_props_t *props;
+  uint32_t n_props, cap_props;
 } tg_clock_model_t;
 
 /* Why a packet is left out. */
@@ -79,9 +109,19 @@ typedef enum tg_clock_verdict {
   TG_CLOCK_PRIMARY,   /* a ClockSnapshot moving the trace clock */
   TG_CLOCK_UNTRACKED, /* a global-clock bundle past the followed sequences,
                          or a packet with two bundles or snapshots */
+  TG_CLOCK_REFUSED,   /* a ClockSnapshot trace processor refuses
+                         (invalid_clock_snapshots), or one the model could
+                         not follow to know it would not */
 } tg_clock_verdict_t;
 
 void tg_clock_model_init(tg_clock_model_t *cm);
+void tg_clock_model_free(tg_clock_model_t *cm);
+
+/* Before checking a packet whose facts are |c|: room for the clocks from
+ * 64 its ClockSnapshot would register, when the bound and memory allow.
+ * Without it, tg_clock_model_check refuses the snapshot. */
+void tg_clock_model_reserve(tg_clock_model_t *cm, const tg_ts_clocks_t *c,
+                            uint32_t seq);
 
 /* The merge's own ClockSnapshot of the host (preamble): BOOTTIME,
  * MONOTONIC and REALTIME at |ts| (in that order). */

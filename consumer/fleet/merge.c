@@ -29,6 +29,10 @@
 #define PKT_TRACK_EVENT 11
 #define PKT_SEQUENCE_FLAGS 13
 #define PKT_TRACK_DESCRIPTOR 60
+#define PKT_SERVICE_EVENT 69
+/* TracingServiceEvent's markers that drive trace processor's sorter. */
+#define TSE_ALL_DATA_SOURCES_FLUSHED 3
+#define TSE_READ_TRACING_BUFFERS_COMPLETED 4
 /* TrackDescriptor and TrackEvent. */
 #define TD_UUID 1
 #define TD_NAME 2
@@ -98,6 +102,7 @@ void tg_merge_host_init(tg_merge_host_t *mh, size_t index) {
 }
 
 void tg_merge_host_free(tg_merge_host_t *mh) {
+  tg_clock_model_free(&mh->clock);
   tg_u32_map_free(&mh->seqs);
   tg_u32_map_free(&mh->istate);
   free(mh->iseqs);
@@ -300,6 +305,20 @@ static bool names_reserved_track(const uint8_t *d, size_t n) {
   return false;
 }
 
+/* Whether the TracingServiceEvent |e| (|n| bytes) holds a flush marker
+ * (any occurrence: the check does not guess which one trace processor
+ * reads); one that does not decode is the schema check's. */
+static bool has_sorter_marker(const uint8_t *e, size_t n) {
+  tg_pb_reader_t r;
+  tg_pb_field_t fld;
+  tg_pb_reader_init(&r, e, n);
+  while (tg_pb_reader_next(&r, &fld) == 1)
+    if (fld.id == TSE_ALL_DATA_SOURCES_FLUSHED ||
+        fld.id == TSE_READ_TRACING_BUFFERS_COMPLETED)
+      return true;
+  return false;
+}
+
 static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
                      size_t n, bool inner) {
   tg_pb_reader_t r;
@@ -312,7 +331,7 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
   int rv;
   /* Every field is looked at once here; those that matter are rare, so
    * the switch costs a compare or two per field. */
-  bool reserved = false;
+  bool reserved = false, marker = false;
   while ((rv = tg_pb_reader_next(&r, &fld)) == 1) {
     switch (fld.id) {
       case PKT_SEQ_ID:
@@ -335,6 +354,10 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
         if (fld.type == TG_PB_WT_LEN &&
             names_reserved_track(fld.data, fld.size))
           reserved = true;
+        break;
+      case PKT_SERVICE_EVENT:
+        if (fld.type == TG_PB_WT_LEN && has_sorter_marker(fld.data, fld.size))
+          marker = true;
         break;
       default: break;
     }
@@ -370,6 +393,17 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
     return 0;
   }
   if (wrapper) return merge_compressed(m, mh, z, zn);
+  /* Trace processor's sorter is the whole file's: after two flush
+   * markers and a read marker it sorts for good what it read before the
+   * last read marker, and drops as out of order every later packet older
+   * than the newest of those, whichever machine it belongs to. A host's
+   * markers say where its own buffers were read, nothing about the
+   * others': left out, so the sorter sorts the whole file at its end. */
+  if (marker) {
+    mh->sorter_markers++;
+    return 0;
+  }
+  tg_clock_model_reserve(&mh->clock, &clocks, (uint32_t)orig);
   if (tg_clock_model_check(&mh->clock, &clocks, (uint32_t)orig) !=
       TG_CLOCK_OK) {
     mh->malformed++;

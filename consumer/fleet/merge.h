@@ -152,6 +152,13 @@ typedef struct tg_merge_host {
    * state_lost_seqs: the followed sequences with packets lost. */
   uint64_t state_edge, state_lost, state_untracked;
   uint32_t state_lost_seqs;
+  /* Packets left out for a flush marker of the host's service
+   * (TracingServiceEvent all_data_sources_flushed or
+   * read_tracing_buffers_completed): trace processor's sorter, one for
+   * the whole file, takes them to sort what it read so far for good, so
+   * one host's markers would drop every other host's later packets that
+   * are older than its own. Not data: not in |malformed|, not a loss. */
+  uint64_t sorter_markers;
   bool ended;
 } tg_merge_host_t;
 

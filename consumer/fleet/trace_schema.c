@@ -81,14 +81,16 @@ typedef struct frame_state {
   uint8_t flags;
   bool top; /* the packet's own field (depth 1) */
   uint64_t start, end; /* Mapping: its last start and end (0 if none);
-                          Clock: its id and timestamp; ClockSnapshot
-                          (start): the clocks of 64..127 it names */
+                          Clock: its id and timestamp */
+  uint64_t unit;       /* Clock: its last unit_multiplier_ns (1 if none,
+                          as trace processor takes it) */
 } frame_state_t;
 
 static void frame_start(uint32_t msg, frame_state_t *st, bool top) {
   st->flags = msg == TG_TS_MSG_FtraceStats ? NEED_PHASE : 0;
   st->top = top;
   st->start = st->end = 0;
+  st->unit = 1;
 }
 
 /* The field |fld| of message |msg|, of the right wire type: false when its
@@ -148,14 +150,17 @@ static bool value_ok(uint32_t msg, const tg_pb_field_t *fld,
       }
       return true;
     case TG_TS_MSG_ClockSnapshot_Clock:
-      /* The last of each counts. */
-      if (fld->id == 1) st->start = v;
+      /* The last of each counts. clock_id is a uint32: trace processor
+       * keeps its low 32 bits (2^63 is its clock 0). */
+      if (fld->id == 1) st->start = (uint32_t)v;
       if (fld->id == 2) st->end = v;
       if (fld->id == 3)
         st->flags = (uint8_t)(v ? st->flags | CLK_INC : st->flags & ~CLK_INC);
-      if (fld->id == 4)
+      if (fld->id == 4) {
+        st->unit = v;
         st->flags =
             (uint8_t)(v != 1 ? st->flags | CLK_UNIT : st->flags & ~CLK_UNIT);
+      }
       return true;
     case TG_TS_MSG_PerfSample:
       return fld->id != 1 || v < 4096; /* cpu: a CHECK past its CPUs */
@@ -186,24 +191,30 @@ static bool value_ok(uint32_t msg, const tg_pb_field_t *fld,
   }
 }
 
-/* A clock |st| of the packet's own ClockSnapshot |up|, as trace
- * processor's ClockTracker::AddSnapshot takes it. */
-static void snapshot_clock(const frame_state_t *st, frame_state_t *up,
-                           tg_ts_clocks_t *c) {
+/* A clock |st| of the packet's own ClockSnapshot, as trace processor's
+ * ClockTracker::AddSnapshot takes it: it refuses the whole snapshot for a
+ * clock named twice, or a global clock (all but 64..127) incremental. */
+static void snapshot_clock(const frame_state_t *st, tg_ts_clocks_t *c) {
   uint64_t id = st->start;
-  if (id >= 128) {
-    /* Global clocks of the producer's own: the model follows builtin
-     * ones only, so such a snapshot ties nothing for it. */
-    c->flags |= TG_TS_SNAP_REJECTED;
+  if (id >= 64) {
+    /* Sequence-scoped (64..127, incremental allowed) or a producer's own
+     * global clock (from 128): listed with their properties, which the
+     * clock model holds to their first snapshot's. */
+    c->flags |= id < 128 ? TG_TS_SNAP_SEQ_CLOCK : TG_TS_SNAP_CUSTOM;
+    if (id >= 128 && (st->flags & CLK_INC)) c->flags |= TG_TS_SNAP_REJECTED;
+    for (uint32_t i = 0; i < c->n_ext; i++)
+      if (c->ext[i].id == id) c->flags |= TG_TS_SNAP_REJECTED; /* twice */
+    if (c->n_ext == TG_TS_SNAP_EXT) {
+      c->flags |= TG_TS_SNAP_MANY;
+      return;
+    }
+    c->ext[c->n_ext].id = id;
+    c->ext[c->n_ext].unit = st->unit;
+    c->ext[c->n_ext].inc = (st->flags & CLK_INC) != 0;
+    c->n_ext++;
     return;
   }
-  uint64_t bit = 1ull << (id & 63);
-  if (id >= 64) { /* sequence-scoped: incremental allowed */
-    c->flags |= TG_TS_SNAP_SEQ_CLOCK;
-    if (up->start & bit) c->flags |= TG_TS_SNAP_REJECTED; /* twice */
-    up->start |= bit;
-    return;
-  }
+  uint64_t bit = 1ull << id;
   if (c->ids & bit) c->flags |= TG_TS_SNAP_REJECTED; /* twice */
   if (st->flags & CLK_INC) c->flags |= TG_TS_SNAP_REJECTED;
   if (st->flags & (CLK_INC | CLK_UNIT)) c->odd |= bit;
@@ -228,7 +239,7 @@ static bool end_ok(uint32_t msg, const frame_state_t *st, frame_state_t *up,
         clocks->flags |= TG_TS_BUNDLE_SNAP;
       return true;
     case TG_TS_MSG_ClockSnapshot_Clock:
-      if (up && up->top) snapshot_clock(st, up, clocks);
+      if (up && up->top) snapshot_clock(st, clocks);
       return true;
     case TG_TS_MSG_ClockSnapshot:
       if (st->top) clocks->flags |= TG_TS_SNAPSHOT;
@@ -347,6 +358,7 @@ tg_trace_schema_verdict_t tg_trace_schema_check(const uint8_t *p, size_t n,
   clocks->flags = 0;
   clocks->refused = clocks->refused_in = 0;
   clocks->ids = clocks->odd = clocks->primary = 0;
+  clocks->n_ext = 0;
   clocks->ftrace_clock = clocks->ftrace_ts = clocks->boot_ts = 0;
   struct {
     tg_pb_reader_t r;

@@ -26,6 +26,7 @@
 #ifndef TRACEGATE_ABI_TRACE_SCHEMA_H
 #define TRACEGATE_ABI_TRACE_SCHEMA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -77,13 +78,20 @@ enum {
   TG_TS_SNAPSHOT = 1u << 0,      /* a ClockSnapshot */
   TG_TS_SNAP_REJECTED = 1u << 1, /* one trace processor refuses whole: a
                                     global clock is_incremental, a clock
-                                    named twice, a clock id from 128 */
+                                    named twice */
   TG_TS_SNAP_SEQ_CLOCK = 1u << 2, /* names a clock of 64..127 */
   TG_TS_SNAP_PRIMARY = 1u << 3,  /* primary_trace_clock set (in .primary) */
   TG_TS_BUNDLE = 1u << 4,        /* an ftrace bundle */
   TG_TS_BUNDLE_SNAP = 1u << 5,   /* with ftrace_timestamp and boot_timestamp */
   TG_TS_TWICE = 1u << 6,         /* field 1 or 6 more than once */
+  TG_TS_SNAP_CUSTOM = 1u << 7,   /* names a clock from 128 */
+  TG_TS_SNAP_MANY = 1u << 8,     /* names more than TG_TS_SNAP_EXT clocks
+                                    from 64: not all listed in .ext */
 };
+
+/* Clocks from 64 a snapshot's .ext lists (Perfetto's SDK names one per
+ * sequence). */
+#define TG_TS_SNAP_EXT 8
 
 typedef struct tg_ts_clocks {
   unsigned flags;
@@ -93,6 +101,13 @@ typedef struct tg_ts_clocks {
   uint64_t ids, odd;
   uint64_t ts[64];
   uint64_t primary;
+  /* The clocks from 64 it names, with their unit_multiplier_ns (1 when
+   * absent) and is_incremental, as trace processor registers them. */
+  struct {
+    uint64_t id, unit;
+    bool inc;
+  } ext[TG_TS_SNAP_EXT];
+  uint32_t n_ext;
   /* The bundle: ftrace_clock (0 when absent), and its own clock pair. */
   uint64_t ftrace_clock;
   uint64_t ftrace_ts, boot_ts;

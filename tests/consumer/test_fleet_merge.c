@@ -924,6 +924,13 @@ static size_t prev_bundle(uint8_t *buf, size_t cap, int clock, uint64_t fts) {
   return (size_t)tg_pbw_written(&w);
 }
 
+/* Ends the packet |w| writes on sequence |seq|: its length. */
+static size_t packet_end(tg_pbw_t *w, uint32_t seq) {
+  tg_pbw_append_varint(w, 10, seq);
+  assert_int_equal(tg_pbw_error(w), 0);
+  return (size_t)tg_pbw_written(w);
+}
+
 /* A ClockSnapshot of host 1 on sequence 3: clocks |ids| (n of them) at
  * |base| + i, the one at |incremental| (or none: -1) is_incremental, and
  * primary_trace_clock |primary| (0: none). */
@@ -942,9 +949,7 @@ static size_t clock_packet(uint8_t *buf, size_t cap, const uint32_t *ids,
   }
   if (primary) tg_pbw_append_varint(&w, 2, primary);
   tg_pbw_end_nested(&w);
-  tg_pbw_append_varint(&w, 10, 3);
-  assert_int_equal(tg_pbw_error(&w), 0);
-  return (size_t)tg_pbw_written(&w);
+  return packet_end(&w, 3);
 }
 
 /* Host |host|'s preamble, as for a relay that answered ClockSync. */
@@ -972,6 +977,15 @@ static void host0_evidence_reads(fixture_t *fx, int which) {
   host_sends(fx, 0, p, evidence_packet(p, sizeof(p), which));
 }
 
+/* The head, host 0's track, host 1's preamble with clocks: the writes
+ * so far. */
+static size_t clock_case_start(fixture_t *fx) {
+  assert_int_equal(op_head(fx), 0);
+  host0_evidence_reads(fx, 0);
+  preamble_with_clocks(fx);
+  return fx->sink.writes;
+}
+
 static void trace_processor_finds_the_evidence(fixture_t *fx) {
   host0_evidence_reads(fx, 1);
   host0_evidence_reads(fx, 2);
@@ -980,6 +994,10 @@ static void trace_processor_finds_the_evidence(fixture_t *fx) {
                 sizeof(out)))
     return;
   assert_string_equal(out, "1\n");
+  /* No snapshot of any host refused: the stat is the whole file's. */
+  tp_query(fx, "select ifnull(sum(value), 0) from stats where name = "
+               "'invalid_clock_snapshots'", out, sizeof(out));
+  assert_string_equal(out, "0\n");
 }
 
 /* ftrace_events{cpu: 0, ftrace_clock: GLOBAL,
@@ -991,10 +1009,7 @@ static void trace_processor_finds_the_evidence(fixture_t *fx) {
 static void a_global_clock_bundle_without_its_pair_is_left_out(void **state) {
   fixture_t *fx = *state;
   uint8_t p[256];
-  assert_int_equal(op_head(fx), 0);
-  host0_evidence_reads(fx, 0);
-  preamble_with_clocks(fx);
-  size_t writes = fx->sink.writes;
+  size_t writes = clock_case_start(fx);
   host_sends(fx, 1, p, prev_bundle(p, sizeof(p), 2, 0));
   assert_int_equal(fx->sink.writes, writes);
   assert_int_equal(fx->hosts[1].clock_unplaced, 1);
@@ -1007,28 +1022,165 @@ static void a_global_clock_bundle_without_its_pair_is_left_out(void **state) {
 }
 
 /* A ClockSnapshot naming MONOTONIC_RAW and BOOTTIME that also holds
- * REALTIME as is_incremental: trace processor drops the whole snapshot,
- * so the next MONOTONIC_RAW bundle has no path and refused the file.
- * The snapshot itself is harmless and written; the bundle is left out.
- * A clean snapshot of the same clocks then ties them. */
+ * REALTIME as is_incremental: trace processor drops the whole snapshot
+ * (invalid_clock_snapshots, the whole file's stat), so the next
+ * MONOTONIC_RAW bundle has no path and refused the file. Both are left
+ * out. A clean snapshot of the same clocks then ties them. */
 static void a_snapshot_trace_processor_drops_ties_nothing(void **state) {
   fixture_t *fx = *state;
   uint8_t p[256];
   static const uint32_t bad[] = {5, 6, 1};
   static const uint32_t good[] = {5, 6};
-  assert_int_equal(op_head(fx), 0);
-  host0_evidence_reads(fx, 0);
-  preamble_with_clocks(fx);
-  size_t writes = fx->sink.writes;
+  size_t writes = clock_case_start(fx);
   host_sends(fx, 1, p, clock_packet(p, sizeof(p), bad, 3, 100, 2, 0));
   host_sends(fx, 1, p, prev_bundle(p, sizeof(p), 4, 0));
-  assert_int_equal(fx->sink.writes, writes + 1);
-  assert_int_equal(fx->hosts[1].clock_unplaced, 1);
+  assert_int_equal(fx->sink.writes, writes);
+  assert_int_equal(fx->hosts[1].clock_unplaced, 2);
   host_sends(fx, 1, p, clock_packet(p, sizeof(p), good, 2, 200, -1, 0));
   host_sends(fx, 1, p, prev_bundle(p, sizeof(p), 4, 0));
-  assert_int_equal(fx->sink.writes, writes + 3);
-  assert_int_equal(fx->hosts[1].clock_unplaced, 1);
+  assert_int_equal(fx->sink.writes, writes + 2);
+  assert_int_equal(fx->hosts[1].clock_unplaced, 2);
   trace_processor_finds_the_evidence(fx);
+}
+
+/* A ClockSnapshot of host 1 on sequence |seq|: BOOTTIME at |boot|, then
+ * clock |id| at 100 with |unit| (0: none) and |inc|, |twice| over. */
+static size_t snapshot_of(uint8_t *buf, size_t cap, uint32_t seq,
+                          uint64_t boot, uint64_t id, uint64_t unit, bool inc,
+                          int twice) {
+  tg_pbw_t w;
+  tg_pbw_init(&w, buf, cap, NULL, NULL);
+  tg_pbw_begin_nested(&w, 6);
+  tg_pbw_begin_nested(&w, 1);
+  tg_pbw_append_varint(&w, 1, 6);
+  tg_pbw_append_varint(&w, 2, boot);
+  tg_pbw_end_nested(&w);
+  for (int k = 0; k <= twice; k++) {
+    tg_pbw_begin_nested(&w, 1);
+    tg_pbw_append_varint(&w, 1, id);
+    tg_pbw_append_varint(&w, 2, 100);
+    if (inc) tg_pbw_append_varint(&w, 3, 1);
+    if (unit) tg_pbw_append_varint(&w, 4, unit);
+    tg_pbw_end_nested(&w);
+  }
+  tg_pbw_end_nested(&w);
+  return packet_end(&w, seq);
+}
+
+/* Every ClockSnapshot trace processor v50.1 refuses (each seen to raise
+ * invalid_clock_snapshots on the whole merged file, 2026-11-27) is left
+ * out and counted as unplaced, while those it takes pass: a clock twice
+ * (builtin or a producer's own), a global clock incremental, a clock
+ * from 64 whose unit or encoding differs from its first snapshot's (per
+ * sequence from 64 to 127, per machine from 128), BOOTTIME going back;
+ * and a builtin clock with a unit, which it takes once but the model
+ * does not follow. */
+static void snapshots_trace_processor_refuses_are_left_out(void **state) {
+  fixture_t *fx = *state;
+  uint8_t p[256];
+  size_t writes = clock_case_start(fx);
+  static const struct {
+    uint32_t seq;
+    uint64_t boot;
+    uint64_t id;
+    uint64_t unit;
+    bool inc;
+    int twice;
+    bool kept;
+  } cases[] = {
+      {3, 5000000000000ull, 3, 0, false, 1, false}, /* MONOTONIC twice */
+      /* clock_id is a uint32: 2^32 + 6 is BOOTTIME, twice then. */
+      {3, 5000000000000ull, (1ull << 32) | 6, 0, false, 0, false},
+      {3, 5000000000000ull, 200, 0, false, 1, false}, /* 200 twice */
+      {3, 5000000000000ull, 3, 0, true, 0, false},  /* global incremental */
+      {3, 5000000000000ull, 200, 0, true, 0, false}, /* the same from 128 */
+      {3, 5000000000000ull, 3, 1000, false, 0, false}, /* a builtin's unit */
+      {3, 5000000000000ull, 3, 1, false, 0, true},  /* unit 1: as absent */
+      {3, 1000, 3, 0, false, 0, false},             /* BOOTTIME back */
+      {3, 5000000000001ull, 64, 1000, true, 0, true}, /* seq 3's clock 64 */
+      {3, 5000000000002ull, 64, 0, true, 0, false}, /* ... another unit */
+      {3, 5000000000002ull, 64, 1000, false, 0, false}, /* ... not inc */
+      {4, 5000000000002ull, 64, 0, false, 0, true}, /* seq 4's own */
+      {3, 5000000000003ull, 64, 1000, true, 0, true}, /* seq 3's again */
+      {3, 1000, 64, 1000, true, 0, false},          /* ... BOOTTIME back */
+      /* Another sequence's set of clocks: its BOOTTIME is compared with
+       * its own snapshots only (Perfetto's SDK's are older than the
+       * merge's preamble). */
+      {5, 1000, 64, 1000, true, 0, true},
+      {3, 5000000000004ull, 200, 1000, false, 0, true}, /* 200 registered */
+      {4, 5000000000005ull, 200, 0, false, 0, false}, /* ... per machine */
+  };
+  uint64_t left = 0;
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    host_sends(fx, 1, p, snapshot_of(p, sizeof(p), cases[i].seq,
+                                     cases[i].boot, cases[i].id, cases[i].unit,
+                                     cases[i].inc, cases[i].twice));
+    writes += cases[i].kept;
+    left += !cases[i].kept;
+    assert_int_equal(fx->sink.writes, writes);
+    assert_int_equal(fx->hosts[1].clock_unplaced, left);
+  }
+  /* Perfetto's SDK names clock 64 on each writer's sequence: a host with
+   * many writers keeps every one. */
+  for (uint32_t seq = 100; seq < 400; seq++)
+    host_sends(fx, 1, p, snapshot_of(p, sizeof(p), seq, 6000000000000ull + seq,
+                                     64, 1000, true, 0));
+  assert_int_equal(fx->sink.writes, writes + 300);
+  assert_int_equal(fx->hosts[1].clock_unplaced, left);
+  trace_processor_finds_the_evidence(fx);
+}
+
+/* Host 1's packet on sequence 5 at |ts|: a TracingServiceEvent with
+ * marker |field| (3 all_data_sources_flushed, 4 read_tracing_buffers_
+ * completed), or (|field| 0) a track event instant on its own track. */
+static size_t host1_at(uint8_t *buf, size_t cap, uint64_t ts, uint32_t field) {
+  tg_pbw_t w;
+  tg_pbw_init(&w, buf, cap, NULL, NULL);
+  tg_pbw_append_varint(&w, 8, ts);
+  if (field) {
+    tg_pbw_begin_nested(&w, 69);
+    tg_pbw_append_varint(&w, field, 1);
+    tg_pbw_end_nested(&w);
+  } else {
+    tg_pbw_begin_nested(&w, 60); /* track_descriptor */
+    tg_pbw_append_varint(&w, 1, 77);
+    tg_pbw_end_nested(&w);
+    tg_pbw_begin_nested(&w, 11); /* track_event: an instant on it */
+    tg_pbw_append_varint(&w, 9, 3);
+    tg_pbw_append_varint(&w, 11, 77);
+    tg_pbw_end_nested(&w);
+  }
+  return packet_end(&w, 5);
+}
+
+/* Trace processor's sorter is the whole file's: after flush and read
+ * markers it sorted for good what it had read, and dropped as out of
+ * order (sorter_push_event_out_of_order) every later packet older than
+ * the newest of those: a host's event far in the future, then its
+ * service's markers, cost the good host its slice. The markers are left
+ * out (counted apart: not data), the host's event stays. */
+static void a_hosts_flush_markers_are_left_out(void **state) {
+  fixture_t *fx = *state;
+  uint8_t p[256];
+  assert_int_equal(op_head(fx), 0);
+  host0_evidence_reads(fx, 0);
+  size_t writes = fx->sink.writes;
+  const uint64_t far = 9000000000000ull;
+  host_sends(fx, 1, p, host1_at(p, sizeof(p), far, 0));
+  for (int round = 0; round < 3; round++) {
+    host_sends(fx, 1, p, host1_at(p, sizeof(p), far, 3));
+    host_sends(fx, 1, p, host1_at(p, sizeof(p), far, 3));
+    host_sends(fx, 1, p, host1_at(p, sizeof(p), far, 4));
+    host_sends(fx, 1, p, host1_at(p, sizeof(p), far + 1 + round, 0));
+  }
+  assert_int_equal(fx->sink.writes, writes + 4);
+  assert_int_equal(fx->hosts[1].sorter_markers, 9);
+  assert_int_equal(fx->hosts[1].malformed, 0);
+  trace_processor_finds_the_evidence(fx);
+  char out[256];
+  if (tp_query(fx, "select ifnull(sum(value), 0) from stats where name = "
+                   "'sorter_push_event_out_of_order'", out, sizeof(out)))
+    assert_string_equal(out, "0\n");
 }
 
 /* A relay that answered ClockSync with an error: no clock preamble. The
@@ -1061,10 +1213,7 @@ static void a_clock_that_goes_back_loses_its_path(void **state) {
   fixture_t *fx = *state;
   uint8_t p[256];
   static const uint32_t ids[] = {6, 5};
-  assert_int_equal(op_head(fx), 0);
-  host0_evidence_reads(fx, 0);
-  preamble_with_clocks(fx);
-  size_t writes = fx->sink.writes;
+  size_t writes = clock_case_start(fx);
   host_sends(fx, 1, p, clock_packet(p, sizeof(p), ids, 2, 3000000000ull, -1, 6));
   host_sends(fx, 1, p, prev_bundle(p, sizeof(p), 4, 0));
   assert_int_equal(fx->sink.writes, writes + 2);
@@ -1115,10 +1264,7 @@ static size_t field_packet(uint8_t *buf, size_t cap, uint32_t field,
 static void fields_off_the_allowlist_are_left_out(void **state) {
   fixture_t *fx = *state;
   uint8_t p[256], b[128];
-  assert_int_equal(op_head(fx), 0);
-  host0_evidence_reads(fx, 0);
-  preamble_with_clocks(fx);
-  size_t writes = fx->sink.writes;
+  size_t writes = clock_case_start(fx);
   tg_pbw_t w;
   /* protolog_viewer_config{messages{message_id: 1, message: "%s"}} */
   tg_pbw_init(&w, b, sizeof(b), NULL, NULL);
@@ -1289,6 +1435,10 @@ int main(void) {
           a_snapshot_trace_processor_drops_ties_nothing, setup, teardown),
       cmocka_unit_test_setup_teardown(
           a_snapshot_moving_the_trace_clock_is_left_out, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          snapshots_trace_processor_refuses_are_left_out, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_hosts_flush_markers_are_left_out,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(a_clock_that_goes_back_loses_its_path,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(fields_off_the_allowlist_are_left_out,

@@ -23,7 +23,8 @@
  *   model stays within its bounds: no ftrace bundle on MONOTONIC_RAW or
  *   the global clock is written unless the model had (or the bundle
  *   brought) a path for it, and no ClockSnapshot moving the trace clock
- *   off BOOTTIME is written.
+ *   off BOOTTIME, nor one trace processor refuses whole, is written;
+ * - flush markers left out (sorter_markers) only grow.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -57,6 +58,7 @@ static bool cur_wrapper;
 /* The verdict the model gave the packet being merged, before the merge
  * noted it. */
 static tg_clock_verdict_t cur_verdict;
+static uint64_t cur_marker_before;
 
 static void check_overflow(uint32_t orig, uint32_t seq) {
   for (size_t i = 0; i < n_mapped; i++) {
@@ -143,12 +145,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       }
       bool screened = tg_trace_schema_check(data + at, len, NULL, &c) ==
                       TG_TS_OK;
+      /* As the merge does before its check (it only makes room). */
+      if (screened)
+        tg_clock_model_reserve(&hosts[cur_host].clock, &c, (uint32_t)orig);
       cur_verdict = screened
                         ? tg_clock_model_check(&mh->clock, &c, (uint32_t)orig)
                         : TG_CLOCK_OK;
       if (screened && (c.flags & TG_TS_SNAP_PRIMARY) && c.primary != 6 &&
           cur_verdict == TG_CLOCK_OK)
         __builtin_trap();
+      /* A snapshot trace processor refuses whole is never passed. */
+      if (screened && (c.flags & TG_TS_SNAPSHOT) &&
+          (c.flags & (TG_TS_SNAP_REJECTED | TG_TS_SNAP_MANY)) &&
+          cur_verdict == TG_CLOCK_OK)
+        __builtin_trap();
+      cur_marker_before = hosts[cur_host].sorter_markers;
     }
     int rv = tg_merge_packet(&m, &hosts[cur_host], data + at, len);
     if (rv != 0 && rv != TG_ETOO_MANY_SEQUENCES && rv != -ENOMEM)
@@ -156,7 +167,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (mh->clock_unplaced < unplaced ||
         mh->clock_unplaced - unplaced > mh->malformed - before ||
         mh->clock.n_sets > TG_CLOCK_MODEL_SETS ||
-        mh->clock.n_ftrace > TG_CLOCK_MODEL_FTRACE_SEQS)
+        mh->clock.n_ftrace > TG_CLOCK_MODEL_FTRACE_SEQS ||
+        mh->clock.n_props > mh->clock.cap_props ||
+        mh->clock.cap_props > TG_CLOCK_MODEL_MAX_PROPS ||
+        mh->sorter_markers < cur_marker_before)
       __builtin_trap();
     if (mh->malformed < before || mh->state_edge < edge ||
         mh->state_lost < lost || mh->n_iseqs > TG_MERGE_HOST_MAX_STATE_SEQS ||

@@ -367,31 +367,91 @@ class Generator:
                 out += self.value(f, depth)
         return bytes(out)
 
+    def service_event(self):
+        """A TracingServiceEvent: flush and read markers (which drive trace
+        processor's sorter) most of the time."""
+        r = self.r
+        body = bytearray()
+        for _ in range(r.choice([1, 1, 2])):
+            body += key(r.choice([3, 3, 4, 4, 1, 2, 5, 9]), 0) + varint(
+                r.choice([1, 1, 1, 0, 2]))
+        return key(69, 2) + varint(len(body)) + bytes(body)
+
+    def clock_snapshot(self):
+        """A ClockSnapshot near the round's time: builtin, sequence-scoped
+        and producers' clocks, now and then with a unit, incremental, a
+        clock twice, a value going back or a primary clock."""
+        r = self.r
+        ids = r.sample([1, 3, 4, 5, 6, 6, 64, 65, 128, 200],
+                       r.randint(1, 4))
+        if 6 not in ids and r.random() < 0.7:
+            ids.append(6)
+        body = bytearray()
+        for cid in ids:
+            c = key(1, 0) + varint(cid)
+            v = self.ts + r.randint(-5000, 5000)
+            c += key(2, 0) + varint(r.choice([v, v, v, 0, 1 << 40]))
+            if r.random() < 0.1:
+                c += key(3, 0) + varint(1)
+            if r.random() < 0.1:
+                c += key(4, 0) + varint(r.choice([0, 1, 1000]))
+            body += key(1, 2) + varint(len(c)) + c
+        if r.random() < 0.1:
+            body += key(2, 0) + varint(r.choice([1, 3, 6]))
+        return key(6, 2) + varint(len(body)) + bytes(body)
+
     def run(self):
-        """One round: a list of packets (bytes), stateful per sequence."""
+        """One round: the packets (bytes) and the host byte of each, two
+        hostile hosts interleaved, each with sequences of its own,
+        stateful per host and sequence."""
         r = self.r
         self.ts = r.choice([0, 1000, 5000, 1000000000000, r.getrandbits(40)])
-        seqs = r.sample(range(1, 12), r.randint(1, 3))
+        seqs = {h: r.sample(range(1, 64), r.randint(1, 8)) for h in (0, 1)}
         started = set()
-        packets = []
-        prev = []
-        for _ in range(r.randint(1, 12)):
-            if prev and r.random() < 0.15:
-                packets.append(r.choice(prev))  # a packet again, as rings do
+        packets, hosts, prev = [], [], []
+        for _ in range(r.randint(1, 24)):
+            if prev and r.random() < 0.1:
+                p, h = r.choice(prev)  # a packet again, as rings do
+                packets.append(p)
+                hosts.append(h)
                 continue
-            seq = r.choice(seqs)
+            h = r.randrange(2)
+            seq = r.choice(seqs[h])
             out = bytearray()
-            self.ts += r.randint(0, 100000)
+            if r.random() < 0.05:  # a host's clock far from the others'
+                self.ts = r.choice([0, 1, 1 << 40, (1 << 63) - 1, 1 << 62])
+            self.ts += r.randint(-1000, 100000)
+            self.ts &= (1 << 64) - 1
             if r.random() < 0.9:
                 out += key(8, 0) + varint(self.ts)
-            if r.random() < 0.15:
-                out += key(58, 0) + varint(r.choice([1, 2, 3, 4, 5, 6, 64, 128, 200]))
-            f = r.choice(self.hot_fields if r.random() < 0.35
-                         else self.data_fields)
-            out += self.value(f, 0)
-            if seq not in started or r.random() < 0.1:
-                started.add(seq)
-                out += key(13, 0) + varint(SEQ_CLEARED)
+            if r.random() < 0.2:
+                out += key(58, 0) + varint(
+                    r.choice([1, 2, 3, 4, 5, 6, 64, 65, 100, 128, 200]))
+            x = r.random()
+            if x < 0.06:
+                # A service's flush: two flush markers and a read marker,
+                # the run that makes trace processor's sorter sort what it
+                # read so far for good.
+                for field in (3, 3, 4):
+                    p = (key(8, 0) + varint(self.ts) + key(69, 2) + varint(2)
+                         + key(field, 0) + varint(1) + key(10, 0) + varint(seq))
+                    packets.append(p)
+                    hosts.append(h)
+                continue
+            if x < 0.12:
+                out += self.service_event()
+            elif x < 0.22:
+                out += self.clock_snapshot()
+            else:
+                f = r.choice(self.hot_fields if r.random() < 0.35
+                             else self.data_fields)
+                out += self.value(f, 0)
+            if (h, seq) not in started or r.random() < 0.1:
+                started.add((h, seq))
+                if r.random() < 0.8:
+                    out += key(13, 0) + varint(SEQ_CLEARED)
+                else:
+                    out += key(41, 0) + varint(1)  # incremental_state_cleared
                 if r.random() < 0.5:
                     body = self.message("InternedData", 1)
                     out += key(12, 2) + varint(len(body)) + body
@@ -403,11 +463,21 @@ class Generator:
                 if r.random() < 0.3:
                     body = self.message("InternedData", 1)
                     out += key(12, 2) + varint(len(body)) + body
+            if r.random() < 0.05:
+                out += key(42, 0) + varint(1)  # previous_packet_dropped
+            # The trusted fields a service writes, as a host may forge them.
+            if r.random() < 0.3:
+                out += key(3, 0) + varint(r.choice([0, 1000, (1 << 32) - 1]))
+            if r.random() < 0.2:
+                out += key(79, 0) + varint(r.choice([0, 1, 100, 1 << 31]))
             if r.random() < 0.97:
                 out += key(10, 0) + varint(seq)
+            if r.random() < 0.03:  # another sequence's id after it
+                out += key(10, 0) + varint(r.choice(seqs[1 - h]))
             packets.append(bytes(out))
-            prev.append(bytes(out))
-        return packets
+            hosts.append(h)
+            prev.append((bytes(out), h))
+        return packets, hosts
 
 
 def records(packets, hosts=None):
@@ -442,6 +512,17 @@ class Runner:
         self.memory = args.tp_memory
         self.work = work
         self.runs = 0
+        # The good host imported alone (no input on the other hosts): what
+        # every round's merged file must hold of it, unchanged.
+        empty = os.path.join(work, "empty")
+        alone = os.path.join(work, "alone.pftrace")
+        open(empty, "wb").close()
+        subprocess.run([self.harness, empty, alone], check=True,
+                       stdout=subprocess.DEVNULL)
+        c, l, self.baseline = self.tp_run(alone)
+        if c or not self.baseline.startswith("1:evidence@"):
+            raise RuntimeError("the good host alone: %s %s %s" % (
+                c, l, self.baseline))
 
     def limits(self):
         os.setsid()
@@ -462,29 +543,58 @@ class Runner:
                            timeout=60)
         if h.returncode != 0:
             return "harness", last_line(h.stderr.decode("utf-8", "replace"))
+        c, l, out = self.tp_run(trace)
+        if c:
+            return c, l
+        if out != self.baseline:
+            slices, counters, stats = (out.split("|") + ["", "", ""])[:3]
+            bs, bc, _ = (self.baseline.split("|") + ["", "", ""])[:3]
+            if slices != bs or counters != bc:
+                what = "slices" if slices != bs else "counters"
+                return "evidence", "the good host's %s differ from its " \
+                    "import alone" % what
+            return "stat", "trace processor counted %s" % stats
+        return None, ""
+
+    def tp_run(self, trace):
+        """(class, line, the good host's data) of importing |trace|."""
         p = subprocess.Popen(
-            [self.tp, "-Q", "select count(*) from slice where name = 'evidence'",
-             trace], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            preexec_fn=self.limits)
+            [self.tp, "-Q", GOOD_HOST_QUERY, trace], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, preexec_fn=self.limits)
         try:
             out, err = p.communicate(timeout=self.timeout)
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGKILL)
             p.communicate()
-            return "timeout", "no end within %d s" % self.timeout
+            return "timeout", "no end within %d s" % self.timeout, ""
         err = err.decode("utf-8", "replace")
         if "bad_alloc" in err or "Cannot allocate memory" in err:
-            return "memory", why_of(err)
+            return "memory", why_of(err), ""
         if p.returncode < 0:
             return "crash", "%s: %s" % (signal.Signals(-p.returncode).name,
-                                        why_of(err))
+                                        why_of(err)), ""
         if p.returncode != 0:
-            return "import", why_of(err)
+            return "import", why_of(err), ""
         lines = out.decode("utf-8", "replace").strip().splitlines()
-        if not lines or lines[-1].strip() != "1":
-            return "evidence", "the good host's slice counted %s" % (
-                lines[-1].strip() if lines else "nothing")
-        return None, ""
+        return None, "", lines[-1].strip().strip('"') if lines else ""
+
+
+# The good host (machine 1: the harness's host 0) as trace processor
+# reads it: its slices and counters, and the whole file's stats no host
+# may raise for the others (a refused ClockSnapshot, packets the sorter
+# dropped). One line: "N:slices|N:counters|stats".
+GOOD_HOST_QUERY = (
+    "select (select count(*) || ':' || ifnull(group_concat(x, ';'), '') "
+    "from (select s.name || '@' || s.ts || '+' || s.dur || '/' || s.depth "
+    "as x from slice s join track t on s.track_id = t.id join machine m "
+    "on t.machine_id = m.id where m.raw_id = 1 order by s.ts, s.name)) "
+    "|| '|' || (select count(*) || ':' || ifnull(group_concat(x, ';'), '') "
+    "from (select t.name || '@' || c.ts || '=' || c.value as x from "
+    "counter c join track t on c.track_id = t.id join machine m on "
+    "t.machine_id = m.id where m.raw_id = 1 order by c.ts, t.name)) "
+    "|| '|' || (select ifnull(group_concat(name || '=' || value, ','), '') "
+    "from stats where value > 0 and name in ('invalid_clock_snapshots', "
+    "'sorter_push_event_out_of_order'))")
 
 
 def last_line(text):
@@ -667,7 +777,7 @@ def job(args, proto, work):
             said = time.monotonic()
             print("fuzz-merge-tp: %d rounds, %d imports, %d known, %d new" % (
                 rounds, runner.runs, found_known, len(new)), flush=True)
-        data = records(gen.run())
+        data = records(*gen.run())
         c, l = runner.run(data)
         if not c:
             continue

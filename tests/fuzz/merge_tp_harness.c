@@ -9,9 +9,10 @@
  * finding saved to the fuzz_merge corpus fails that test the same way:
  * the collector's head (fixed clocks and names), host 0's track with the
  * "evidence" slice's begin, the input's packets on hosts 1 and 2 (the
- * record's host byte mod 2), then the slice's end on host 0. The driver
- * checks that trace processor imports the file and still finds the one
- * evidence slice.
+ * record's host byte mod 2), then the slice's end on host 0; and a
+ * counter track of host 0 with one value, which test_fleet_merge does not
+ * write. The driver checks that trace processor imports the file and
+ * finds host 0's slice and counter as it does in host 0's file alone.
  *
  * Exit status: 0 written; 1 the input could not be read or the output
  * written, or the merge failed other than by refusing a host with too
@@ -67,9 +68,26 @@ static size_t put_u(uint8_t *p, uint32_t field, uint64_t v) {
 
 /* Host 0's packets, as test_fleet_merge's evidence_packet: 0 the track
  * (clears the sequence's state), 1 the slice's begin with its interned
- * name, 2 its end. */
+ * name, 2 its end; and, here only, so that the driver can hold the good
+ * host's counters unchanged too: 3 a counter track, 4 a value on it. */
 static size_t evidence(uint8_t *p, int which) {
   uint8_t a[64], b[64];
+  if (which >= 3) {
+    size_t n = put_u(p, 8, which == 3 ? 1000 : 2500); /* timestamp */
+    if (which == 3) {
+      size_t t = put_u(a, 1, 1235);
+      t += put_len(a + t, 2, "evidence counter", 16);
+      t += put_len(a + t, 8, "", 0); /* counter: a counter track */
+      n += put_len(p + n, 60, a, t); /* track_descriptor */
+    } else {
+      size_t t = put_u(a, 9, 4);       /* TYPE_COUNTER */
+      t += put_u(a + t, 11, 1235);     /* track_uuid */
+      t += put_u(a + t, 30, 42);       /* counter_value */
+      n += put_len(p + n, 11, a, t);   /* track_event */
+    }
+    n += put_u(p + n, 13, 2); /* SEQ_NEEDS_INCREMENTAL_STATE */
+    return n + put_u(p + n, 10, 1);
+  }
   size_t n = put_u(p, 8, 1000 + 1000 * (uint64_t)which); /* timestamp */
   if (which == 0) {
     size_t t = put_u(a, 1, 1234);
@@ -135,6 +153,7 @@ int main(int argc, char **argv) {
   int rv = tg_merge_head(&m, &self) == 0 ? 0 : -1;
   uint8_t p[256];
   if (rv == 0) rv = packet(&m, &hosts[0], p, evidence(p, 0));
+  if (rv == 0) rv = packet(&m, &hosts[0], p, evidence(p, 3));
   size_t at = 0;
   while (rv == 0 && size - at >= 3) {
     size_t host = 1 + in[at] % 2;
@@ -144,8 +163,9 @@ int main(int argc, char **argv) {
     rv = packet(&m, &hosts[host], in + at, len);
     at += len;
   }
-  for (int which = 1; rv == 0 && which < 3; which++)
-    rv = packet(&m, &hosts[0], p, evidence(p, which));
+  static const int after[] = {1, 4, 2};
+  for (size_t i = 0; rv == 0 && i < 3; i++)
+    rv = packet(&m, &hosts[0], p, evidence(p, after[i]));
   for (size_t i = 0; i < HOSTS; i++) tg_merge_host_end(&hosts[i]);
   if (rv == 0) {
     FILE *o = fopen(argv[2], "wb");

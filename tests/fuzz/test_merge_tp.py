@@ -29,8 +29,7 @@ if [ "$n" -gt 700 ]; then
   printf 'Loading trace: 0.00 MBCould not read trace file (path: %s): %s bytes is too many\\n' "$3" "$n" >&2
   exit 1
 fi
-echo '"1"'
-echo 1
+echo '"1:evidence@2000+1000/0|0:|"'
 """
 
 
