@@ -8,7 +8,6 @@
 #include <linux/seccomp.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -144,27 +143,12 @@ static int build_filter(tg_sandbox_t *sb, const tg_sandbox_spec_t *spec) {
 #endif
   for (size_t i = 0; i < spec->n_deny; i++)
     jump(ops, &n, BPF_JMP | BPF_JEQ | BPF_K, spec->deny[i], DENY, NEXT);
-  if (spec->unix_sockets_only) {
-    /* socket or socketpair: their first argument (the family, an int:
-     * the low word) must be AF_UNIX. */
-    jump(ops, &n, BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, NEXT, NEXT);
-    size_t is_socket = n - 1;
-    jump(ops, &n, BPF_JMP | BPF_JEQ | BPF_K, __NR_socketpair, NEXT, ALLOW);
-    /* A match of the first goes straight to the family check. */
-    ops[is_socket].jt = (int)n;
-    stmt(ops, &n, BPF_LD | BPF_W | BPF_ABS,
-         offsetof(struct seccomp_data, args[0]));
-    jump(ops, &n, BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, ALLOW, DENY);
-  }
-  /* Resolve the targets: ALLOW and DENY are the two returns after ops;
-   * a non-negative target is an op's index. */
+  /* Resolve the targets: ALLOW and DENY are the two returns after ops. */
   for (size_t i = 0; i < n; i++) {
     sb->insns[i] = ops[i].insn;
     if (!ops[i].jump) continue;
-    sb->insns[i].jt = ops[i].jt >= 0 ? (uint8_t)(ops[i].jt - (int)i - 1)
-                                     : offset_to(ops[i].jt, i, n);
-    sb->insns[i].jf = ops[i].jf >= 0 ? (uint8_t)(ops[i].jf - (int)i - 1)
-                                     : offset_to(ops[i].jf, i, n);
+    sb->insns[i].jt = offset_to(ops[i].jt, i, n);
+    sb->insns[i].jf = offset_to(ops[i].jf, i, n);
   }
   sb->insns[n] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K,
                                               SECCOMP_RET_ALLOW);

@@ -1,8 +1,9 @@
-/* What a process gives up before it handles hostile input: a Landlock
- * domain over the file system (and, where the kernel has it, over signals)
- * and a seccomp filter over system calls. tracegate-perf confines itself
- * with it (agent/perf/perf_confine.c); the trace processor child that
- * checks a snapshot is confined with it before exec (common/tp_import.c).
+/* What a process gives up before it handles hostile input: a seccomp
+ * filter over system calls and, when the caller asks, a Landlock domain
+ * over the file system (and, where the kernel has it, over signals).
+ * tracegate-perf installs the filter alone (agent/perf/perf_confine.c);
+ * the trace processor child that checks a snapshot gets both before exec
+ * (common/tp_import.c).
  *
  * Two steps, so that a child between fork and exec does nothing but
  * async-signal-safe system calls: tg_sandbox_prepare (in the parent: opens
@@ -41,8 +42,6 @@ typedef struct tg_sandbox_spec {
    * foreign architecture always are. |deny| is copied. */
   const uint32_t *deny;
   size_t n_deny;
-  /* socket(2) and socketpair(2) for any family but AF_UNIX: EPERM. */
-  bool unix_sockets_only;
 } tg_sandbox_spec_t;
 
 #define TG_SANDBOX_MAX_DENY 24
