@@ -9,19 +9,22 @@
 #define CALL_PREFIX "traceparent:"
 #define CALL_PREFIX_LEN (sizeof(CALL_PREFIX) - 1)
 
-/* The first line's length without its "\n" in *n: 1, or 0 when none has
- * come yet, or -1 when none is within EMIT_RPC_LINE_MAX bytes. */
-static int find_line(const uint8_t *b, size_t len, size_t *n) {
+static bool blank(uint8_t c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+/* The first line of the |len| bytes at |b|: 1, with its length ("\n"
+ * included) in *used and that of its text (trailing blanks dropped) in
+ * *n; 0 when none has come yet; -1 when none is within EMIT_RPC_LINE_MAX
+ * bytes. *used is 0 unless 1 is returned. */
+static int first_line(const uint8_t *b, size_t len, size_t *used, size_t *n) {
   size_t scan = len < EMIT_RPC_LINE_MAX ? len : EMIT_RPC_LINE_MAX;
   const uint8_t *nl = memchr(b, '\n', scan);
-  if (nl) {
-    *n = (size_t)(nl - b);
-    return 1;
-  }
-  return len >= EMIT_RPC_LINE_MAX ? -1 : 0;
+  *used = 0;
+  if (!nl) return len >= EMIT_RPC_LINE_MAX ? -1 : 0;
+  *n = (size_t)(nl - b);
+  *used = *n + 1;
+  while (*n > 0 && blank(b[*n - 1])) (*n)--;
+  return 1;
 }
-
-static bool blank(uint8_t c) { return c == ' ' || c == '\t' || c == '\r'; }
 
 static bool is(const uint8_t *b, size_t n, const char *word) {
   size_t w = strlen(word);
@@ -31,13 +34,10 @@ static bool is(const uint8_t *b, size_t n, const char *word) {
 emit_rpc_req_t emit_rpc_parse_request(const uint8_t *buf_untrusted,
                                       size_t len, size_t *used,
                                       tg_trace_context_t *ctx) {
-  size_t n;
-  *used = 0;
-  int found = find_line(buf_untrusted, len, &n);
+  size_t n = 0;
+  int found = first_line(buf_untrusted, len, used, &n);
   if (found < 0) return EMIT_RPC_REQ_OVERLONG;
   if (found == 0) return EMIT_RPC_REQ_MORE;
-  *used = n + 1;
-  while (n > 0 && blank(buf_untrusted[n - 1])) n--;
   if (is(buf_untrusted, n, "ping")) return EMIT_RPC_REQ_PING;
   if (n < CALL_PREFIX_LEN ||
       memcmp(buf_untrusted, CALL_PREFIX, CALL_PREFIX_LEN) != 0)
@@ -79,13 +79,10 @@ static bool take_field(const uint8_t *b, size_t n, size_t *at,
 emit_rpc_resp_t emit_rpc_parse_response(const uint8_t *buf_untrusted,
                                         size_t len, size_t *used,
                                         emit_rpc_pong_t *pong) {
-  size_t n;
-  *used = 0;
-  int found = find_line(buf_untrusted, len, &n);
+  size_t n = 0;
+  int found = first_line(buf_untrusted, len, used, &n);
   if (found < 0) return EMIT_RPC_RESP_BAD;
   if (found == 0) return EMIT_RPC_RESP_MORE;
-  *used = n + 1;
-  while (n > 0 && blank(buf_untrusted[n - 1])) n--;
   const uint8_t *b = buf_untrusted;
   if (is(b, n, "ok")) return EMIT_RPC_RESP_OK;
   if (is(b, n, "error")) return EMIT_RPC_RESP_ERROR;
