@@ -92,8 +92,9 @@ typedef struct coll_runner {
 int coll_runner_start(coll_runner_t *r);
 
 /* The collector gives up every capability: ambient, inheritable,
- * permitted, effective, and the bounding set where it may (root), so that
- * no program it runs gets one back. Returns 0 or -errno. */
+ * permitted, effective, and the bounding set where it may (CAP_SETPCAP), so
+ * that no program it runs gets one back. main calls it unless root.
+ * Returns 0 or -errno. */
 int coll_runner_drop_caps(void);
 
 /* One check: |trace_fd| (borrowed) imported into |tp| by the runner under

@@ -130,14 +130,16 @@ int main(int argc, char **argv) {
    * config may name a catalog password; the TLS key and the bucket's keys
    * come later) while this process has one thread; then this process
    * gives up every capability: only the runner may change its uid
-   * (check_runner.h). */
+   * (check_runner.h). As root it keeps them: uid 0 owns root's files with
+   * or without them, and a root deployment may rely on the rest (another
+   * user's socket directory, a port below 1024). */
   if (!check && !rebuild) {
     int rv = coll_runner_start(&runner);
     if (rv < 0)
       TG_WARN("%s cannot start the check runner: %s: check_trace_processor "
               "will not check", tg_notice_tag(TG_N_COLLECTOR_CHECK_NOT_MADE),
               strerror(-rv));
-    if ((rv = coll_runner_drop_caps()) < 0) {
+    if (geteuid() != 0 && (rv = coll_runner_drop_caps()) < 0) {
       fprintf(stderr, COLL_PROG ": cannot give up its capabilities: %s\n",
               strerror(-rv));
       coll_runner_close(&runner);
