@@ -138,6 +138,14 @@ static void exec_tp(const char *tp, char *const argv[], const tg_tp_limits_t *li
                     bool drop_uid, const tg_sandbox_t *sb, int err_fd,
                     int null_fd, int trace_fd, pid_t parent) {
   setpgid(0, 0);
+  /* What a caller ignores (the collector's check runner) is the
+   * program's default again; an exec keeps SIG_IGN. */
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  sigaction(SIGINT, &dfl, NULL);
+  sigaction(SIGTERM, &dfl, NULL);
+  sigaction(SIGHUP, &dfl, NULL);
   struct rlimit core = {0, 0};
   setrlimit(RLIMIT_CORE, &core);
   if (lim->memory) {

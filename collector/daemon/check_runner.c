@@ -232,6 +232,12 @@ static void runner_main(int sock, pid_t collector) {
   setenv("PATH", keep, 1);
   runner_caps();
   signal(SIGPIPE, SIG_IGN);
+  /* Its end is the collector's: a terminal's Ctrl-C or a service stop
+   * reaches the collector, which closes the socket once it stops (a
+   * check under way is then killed here, not left to its deadline). */
+  signal(SIGINT, SIG_IGN);
+  signal(SIGTERM, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
   while (serve_one(RUNNER_FD)) {
   }
   close(RUNNER_FD);
