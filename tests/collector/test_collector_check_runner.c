@@ -53,12 +53,7 @@ static int group_teardown(void **state) {
 
 /* A stand-in for trace processor running |body| (sh); its path in |out|. */
 static void script(const char *name, const char *body, char *out, size_t cap) {
-  snprintf(out, cap, "%s/%s", g_dir, name);
-  FILE *f = fopen(out, "w");
-  assert_non_null(f);
-  fprintf(f, "#!/bin/sh\n%s\n", body);
-  assert_int_equal(fclose(f), 0);
-  assert_int_equal(chmod(out, 0755), 0);
+  assert_int_equal(tg_test_write_script(g_dir, name, body, out, cap), 0);
 }
 
 /* Whether a live process's command line holds |mark|. */
@@ -98,9 +93,9 @@ static coll_runner_req_t good_req(const char *tp) {
   return req;
 }
 
-/* |n| bytes of |msg| with |n_fds| descriptors to the runner; its answer. */
-static coll_runner_verdict_t send_raw(coll_runner_t *r, const void *msg,
-                                      size_t n, const int *fds, size_t n_fds) {
+/* |n| bytes of |msg| with |n_fds| descriptors to the runner. */
+static void send_msg(coll_runner_t *r, const void *msg, size_t n,
+                     const int *fds, size_t n_fds) {
   union {
     char buf[CMSG_SPACE(4 * sizeof(int))];
     struct cmsghdr align;
@@ -118,20 +113,34 @@ static coll_runner_verdict_t send_raw(coll_runner_t *r, const void *msg,
     memcpy(CMSG_DATA(cm), fds, n_fds * sizeof(int));
   }
   assert_int_equal(sendmsg(r->fd, &m, 0), (ssize_t)n);
+}
+
+/* The same, and the runner's answer. */
+static coll_runner_verdict_t send_raw(coll_runner_t *r, const void *msg,
+                                      size_t n, const int *fds, size_t n_fds) {
+  send_msg(r, msg, n, fds, n_fds);
   coll_runner_verdict_t v;
   assert_int_equal(recv(r->fd, &v, sizeof(v), 0), (ssize_t)sizeof(v));
   assert_int_equal(v.magic, COLL_RUNNER_MAGIC);
   return v;
 }
 
+/* A runner started, a stand-in |name| running |body| (its path in |tp|,
+ * 512 bytes): the trace opened for it, returned. */
+static int runner_up(coll_runner_t *r, const char *name, const char *body,
+                     char *tp) {
+  script(name, body, tp, 512);
+  assert_int_equal(coll_runner_start(r), 0);
+  int fd = open(g_trace, O_RDONLY | O_CLOEXEC);
+  assert_true(fd >= 0);
+  return fd;
+}
+
 static void runner_refuses_bad_requests_and_goes_on(void **state) {
   (void)state;
   char tp[512];
-  script("ok_tp", "exit 0", tp, sizeof(tp));
   coll_runner_t r;
-  assert_int_equal(coll_runner_start(&r), 0);
-  int fd = open(g_trace, O_RDONLY | O_CLOEXEC);
-  assert_true(fd >= 0);
+  int fd = runner_up(&r, "ok_tp", "exit 0", tp);
   coll_runner_req_t req = good_req(tp);
   int two[2] = {fd, fd};
 
@@ -194,14 +203,11 @@ static void runner_runs_the_check_as_nobody(void **state) {
   (void)state;
   TG_TEST_REQUIRE_OTHER_USER();
   char tp[512];
-  script("id_tp",
-         "echo \"ids $(id -u):$(id -g):$(id -G) bytes $(wc -c < \"$3\")\" >&2\n"
-         "exit 1",
-         tp, sizeof(tp));
   coll_runner_t r;
-  assert_int_equal(coll_runner_start(&r), 0);
-  int fd = open(g_trace, O_RDONLY | O_CLOEXEC);
-  assert_true(fd >= 0);
+  int fd = runner_up(&r, "id_tp",
+                     "echo \"ids $(id -u):$(id -g):$(id -G) bytes "
+                     "$(wc -c < \"$3\")\" >&2\nexit 1",
+                     tp);
   tg_tp_limits_t lim = {.timeout_ms = 10000, .memory = 1ull << 30};
   tg_tp_verdict_t v;
   assert_int_equal(coll_runner_check(&r, tp, fd, &lim, 7, &v), 0);
@@ -231,26 +237,10 @@ static void runner_runs_the_check_as_nobody(void **state) {
 static void cancel_ends_the_check_and_the_runner(void **state) {
   (void)state;
   char tp[512];
-  script("slow_tp", "sleep 600", tp, sizeof(tp));
   coll_runner_t r;
-  assert_int_equal(coll_runner_start(&r), 0);
-  int fd = open(g_trace, O_RDONLY | O_CLOEXEC);
-  assert_true(fd >= 0);
+  int fd = runner_up(&r, "slow_tp", "sleep 600", tp);
   coll_runner_req_t req = good_req(tp);
-  union {
-    char buf[CMSG_SPACE(sizeof(int))];
-    struct cmsghdr align;
-  } ctl;
-  memset(&ctl, 0, sizeof(ctl));
-  struct iovec iov = {&req, sizeof(req)};
-  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-                     .msg_controllen = sizeof(ctl.buf)};
-  struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-  assert_int_equal(sendmsg(r.fd, &m, 0), (ssize_t)sizeof(req));
+  send_msg(&r, &req, sizeof(req), &fd, 1);
   /* Until the stand-in runs (bounded). */
   for (int i = 0; i < 600 && !running("slow_tp -Q"); i++)
     usleep(50 * 1000);

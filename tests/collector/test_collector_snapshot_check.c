@@ -305,6 +305,24 @@ static void fake_tp(const char *path, const char *marker) {
   assert_int_equal(chmod(path, 0755), 0);
 }
 
+/* Host row |row|'s first problem in |got|: its |field| is |want| (JSON
+ * text), or, with |want| NULL, it has no such field. */
+static void assert_problem(const char *got, size_t row, const char *field,
+                           const char *want) {
+  char key[96];
+  if (want) {
+    snprintf(key, sizeof(key), "hosts.%zu.problems.0.%s", row, field);
+    assert_json(got, key, want);
+    return;
+  }
+  snprintf(key, sizeof(key), "hosts.%zu.problems.0", row);
+  char quoted[64];
+  snprintf(quoted, sizeof(quoted), "\"%s\"", field);
+  const char *p = tg_test_json(got, key);
+  assert_non_null(p);
+  assert_null(strstr(p, quoted));
+}
+
 /* GET /api/v1/snapshots/ID into |out| until host |spec|'s problems are
  * not empty (the check runs after the snapshot is stored); its row's
  * index. */
@@ -350,18 +368,13 @@ static void the_collector_records_the_host_that_fails(void **state) {
   snprintf(b, sizeof(b), "%s", h[1].spec);
   const char *got = fleet_in_dir("got.json");
   size_t rb = wait_problems(&c, id, b, got);
-  snprintf(key, sizeof(key), "hosts.%zu.problems.0.kind", rb);
-  assert_json(got, key, "\"import\"");
-  snprintf(key, sizeof(key), "hosts.%zu.problems.0.code", rb);
-  assert_json(got, key, "\"TG-5070\"");
-  snprintf(key, sizeof(key), "hosts.%zu.problems.0.why", rb);
-  assert_json(got, key, "\"trace processor: refused for spoilB\"");
+  assert_problem(got, rb, "kind", "\"import\"");
+  assert_problem(got, rb, "code", "\"TG-5070\"");
+  assert_problem(got, rb, "why", "\"trace processor: refused for spoilB\"");
   /* Root's check runner switched to 65534: nothing to notice. */
   if (!tg_test_other_user_unavailable()) {
-    snprintf(key, sizeof(key), "hosts.%zu.problems.0.uid", rb);
-    assert_json(got, key, "65534");
-    snprintf(key, sizeof(key), "hosts.%zu.problems.0", rb);
-    assert_null(strstr(tg_test_json(got, key), "notice"));
+    assert_problem(got, rb, "uid", "65534");
+    assert_problem(got, rb, "notice", NULL);
   }
   snprintf(key, sizeof(key), "hosts.%zu.problems", 1 - rb);
   assert_json(got, key, "[]");
@@ -460,19 +473,14 @@ static size_t check_as_another_uid(bool caps, char *id, size_t id_cap,
   char tp_dir[256], tp[512], bin[512], extra[800], body[600];
   assert_int_equal(tg_test_mkdtemp(tp_dir, sizeof(tp_dir), "faketp"), 0);
   assert_int_equal(tg_test_other_user_dir(tp_dir, 0755), 0);
-  snprintf(tp, sizeof(tp), "%s/ids_tp.sh", tp_dir);
   /* In trace processor's sandbox /proc is out of reach: capsh asks the
    * kernel (capget) for the capabilities ("=" for none). */
   snprintf(body, sizeof(body),
-           "#!/bin/sh\n"
            "printf 'ids %%s:%%s:%%s caps %%s\\n' \"$(id -u)\" \"$(id -g)\" "
            "\"$(id -G)\" \"$(%s --print | sed -n 's/^Current: *//p')\" >&2\n"
-           "exit 1\n", capsh);
-  FILE *f = fopen(tp, "w");
-  assert_non_null(f);
-  fputs(body, f);
-  assert_int_equal(fclose(f), 0);
-  assert_int_equal(chmod(tp, 0755), 0);
+           "exit 1", capsh);
+  assert_int_equal(tg_test_write_script(tp_dir, "ids_tp.sh", body, tp,
+                                        sizeof(tp)), 0);
   /* The build tree may lie where that uid cannot go. */
   assert_int_equal(tg_test_copy_program(TRACEGATE_COLLECTOR_PATH, tp_dir, bin,
                                         sizeof(bin)), 0);
@@ -511,36 +519,30 @@ static size_t check_as_another_uid(bool caps, char *id, size_t id_cap,
 static void a_collector_not_root_checks_as_nobody(void **state) {
   (void)state;
   TG_TEST_REQUIRE_OTHER_USER();
-  char got[512], id[32], key[64];
+  char got[512], id[32];
   snprintf(got, sizeof(got), "%s", fleet_in_dir("got.json"));
   size_t row = check_as_another_uid(true, id, sizeof(id), got);
-  snprintf(key, sizeof(key), "hosts.%zu.problems.0.code", row);
-  assert_json(got, key, "\"TG-5070\"");
-  snprintf(key, sizeof(key), "hosts.%zu.problems.0.uid", row);
-  assert_json(got, key, "65534");
+  assert_problem(got, row, "code", "\"TG-5070\"");
+  assert_problem(got, row, "uid", "65534");
   /* Its own ids, no group, no capability. */
-  snprintf(key, sizeof(key), "hosts.%zu.problems.0.why", row);
-  assert_json(got, key, "\"trace processor: ids 65534:65534:65534 caps =\"");
-  snprintf(key, sizeof(key), "hosts.%zu.problems.0", row);
-  assert_null(strstr(tg_test_json(got, key), "notice"));
+  assert_problem(got, row, "why",
+                 "\"trace processor: ids 65534:65534:65534 caps =\"");
+  assert_problem(got, row, "notice", NULL);
 }
 
 static void a_collector_without_setuid_says_it_kept_its_uid(void **state) {
   (void)state;
   TG_TEST_REQUIRE_OTHER_USER();
-  char got[512], id[32], key[64], want[128];
+  char got[512], id[32], want[128];
   snprintf(got, sizeof(got), "%s", fleet_in_dir("got.json"));
   size_t row = check_as_another_uid(false, id, sizeof(id), got);
-  snprintf(key, sizeof(key), "hosts.%zu.problems.0.uid", row);
   snprintf(want, sizeof(want), "%d", COLLECTOR_UID);
-  assert_json(got, key, want);
-  snprintf(key, sizeof(key), "hosts.%zu.problems.0.notice", row);
-  assert_json(got, key, "\"TG-5074\"");
+  assert_problem(got, row, "uid", want);
+  assert_problem(got, row, "notice", "\"TG-5074\"");
   /* It ran all the same, sandboxed, as the collector's uid. */
-  snprintf(key, sizeof(key), "hosts.%zu.problems.0.why", row);
   snprintf(want, sizeof(want), "\"trace processor: ids %d:%d:%d caps =\"",
            COLLECTOR_UID, COLLECTOR_UID, COLLECTOR_UID);
-  assert_json(got, key, want);
+  assert_problem(got, row, "why", want);
   char said[64];
   snprintf(said, sizeof(said), "[TG-5074] snapshot %s", id);
   wait_log(said);
