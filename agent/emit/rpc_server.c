@@ -22,13 +22,6 @@
 /* How often the thread looks at sh->quit and at the category. */
 #define POLL_MS 20
 
-TG_CATEGORY(emit_rpc_cat, "rpc");
-
-int emit_rpc_register_category(void) {
-  static tg_category_t *const cats[] = {&emit_rpc_cat};
-  return tg_track_event_register(cats, 1);
-}
-
 typedef struct conn {
   int fd; /* -1: the slot is free */
   size_t have;
