@@ -213,7 +213,8 @@ typedef struct tg_merge_host {
    *     the host's machine before it moved (a ring's edge), or were left
    *     out as the sequence's state on machine 0 was not valid yet;
    *   joined_unclocked: app packets kept on the host's machine as the
-   *     host had no clock estimate when their sequence began;
+   *     host had no clock estimate when their sequence began (or the
+   *     sequence is past TG_MERGE_HOST_MAX_STATE_SEQS followed ones);
    * and left out of a moved sequence:
    *   joined_refused: a field not allowed there (merge_links.c);
    *   joined_clock: a time on a clock the estimate does not cover;

@@ -506,8 +506,10 @@ int tg__links_classify(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
   tg_merge_jseq_t *q = jseq_find(mh, orig, &err);
   if (err) return err;
   v->q = q;
+  /* A sequence that stayed, or one past the followed ones: its app
+   * packets stay on the host's machine, counted. */
   if (!q || q->state == JSEQ_STAYED) {
-    if (hints & TG__LINKS_HINT) mh->joined_unclocked += q != NULL;
+    if (hints & TG__LINKS_HINT) mh->joined_unclocked++;
     return 1;
   }
   /* The common case of a host's other data: a sequence with no app
