@@ -254,7 +254,10 @@ typedef struct walk {
   bool refused; /* a field not allowed on machine 0 */
   bool clock;   /* a time the estimate cannot move */
   bool uuid;    /* a uuid another host owns (or past the bound) */
-  bool snapshot, descriptors, flows;
+  bool snapshot, descriptors;
+  uint64_t flow[TG__LINKS_FLOWS];
+  uint8_t n_flows, flow_ends;
+  bool more_flows;
   bool has_ts, has_clock_id, has_default;
   uint64_t ts;
   uint32_t clock_id, default_clock;
@@ -294,9 +297,10 @@ static bool has_pid_override(const uint8_t *d, size_t n) {
   return false;
 }
 
-/* A TrackEvent (or TrackEventDefaults: its uuids have the same numbers). */
+/* A TrackEvent (|event|), or TrackEventDefaults: its uuids have the same
+ * numbers, and it has no flows. */
 static void walk_event(tg_merge_t *m, uint32_t me, const uint8_t *d, size_t n,
-                       walk_t *w) {
+                       bool event, walk_t *w) {
   tg_pb_reader_t r;
   tg_pb_field_t f;
   tg_pb_reader_init(&r, d, n);
@@ -311,7 +315,15 @@ static void walk_event(tg_merge_t *m, uint32_t me, const uint8_t *d, size_t n,
       case TE_TERMINATING_FLOW_IDS:
       case TE_FLOW_IDS_OLD:
       case TE_TERMINATING_FLOW_IDS_OLD:
-        w->flows = true;
+        if (!event) break;
+        if (w->n_flows == TG__LINKS_FLOWS) {
+          w->more_flows = true;
+          break;
+        }
+        if (f.id == TE_TERMINATING_FLOW_IDS ||
+            f.id == TE_TERMINATING_FLOW_IDS_OLD)
+          w->flow_ends |= (uint8_t)(1u << w->n_flows);
+        w->flow[w->n_flows++] = f.value;
         break;
       /* Microseconds on the trace's clock, or deltas from a thread
        * descriptor's reference: not moved here. */
@@ -350,7 +362,7 @@ static void walk_defaults(tg_merge_t *m, uint32_t me, const uint8_t *d,
       w->default_clock = (uint32_t)f.value;
     } else if (f.id == DEF_TRACK_EVENT && f.type == TG_PB_WT_LEN) {
       w->app = true;
-      walk_event(m, me, f.data, f.size, w);
+      walk_event(m, me, f.data, f.size, false, w);
     }
   }
 }
@@ -471,7 +483,7 @@ static void walk_packet(tg_merge_t *m, const tg_merge_host_t *mh,
         break;
       case PKT_TRACK_EVENT:
         w->app = true;
-        if (len) walk_event(m, me, f.data, f.size, w);
+        if (len) walk_event(m, me, f.data, f.size, true, w);
         break;
       case PKT_TRACK_DESCRIPTOR:
         w->app = true;
@@ -562,7 +574,11 @@ int tg__links_classify(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
     return 0;
   }
   v->rewrite = w.snapshot || w.descriptors;
-  v->has_flows = w.flows;
+  /* Flow ids are counted as the packet is written (tg__links_write). */
+  memcpy(v->flow, w.flow, sizeof(v->flow));
+  v->n_flows = w.n_flows;
+  v->flow_ends = w.flow_ends;
+  v->more_flows = w.more_flows;
   v->set_default = cleared || w.has_default;
   v->default_clock = dflt;
   v->seq_clocks = w.seq_clocks;
@@ -857,7 +873,12 @@ int tg__links_write(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
   if (v->set_default) q->clock = v->default_clock;
   q->seq_clocks |= v->seq_clocks;
   if (v->boot > q->last_boot) q->last_boot = v->boot;
-  if (v->has_flows) count_flows(m, mh, p, n);
+  if (v->more_flows) {
+    count_flows(m, mh, p, n);
+  } else {
+    for (unsigned i = 0; i < v->n_flows; i++)
+      flow_seen(m, mh, v->flow[i], (v->flow_ends >> i) & 1u);
+  }
   mh->joined++;
   uint8_t tail[2 * (2 + TG_PB_MAX_VARINT_SIZE)];
   uint8_t *t = tail;

@@ -36,18 +36,24 @@
  * may make its sequence an app one (the walk here says for sure). */
 #define TG__LINKS_HINT 1u
 
+#define TG__LINKS_FLOWS 4
+
 /* A packet's verdict and what its write commits. */
 typedef struct tg__links {
   struct tg_merge_jseq *q; /* its sequence (NULL: not followed) */
   bool to_m0;              /* written on machine 0 */
   bool has_ts;             /* a timestamp to append: ts */
   bool rewrite;            /* re-encoded (snapshot or descriptors) */
-  bool has_flows;          /* its TrackEvent has flow ids */
   bool set_default;        /* the sequence's default clock becomes clock */
   bool cleared, dropped, needs;
   uint64_t ts;
   uint32_t default_clock;
   uint64_t seq_clocks; /* clocks 64..127 its ClockSnapshot defines */
+  /* Its first TG__LINKS_FLOWS flow ids, read in the walk that judged it
+   * (bit i of flow_ends: flow[i] ends a flow); more: walked again. */
+  uint64_t flow[TG__LINKS_FLOWS];
+  uint8_t n_flows, flow_ends;
+  bool more_flows;
   uint64_t boot;       /* its ClockSnapshot's BOOTTIME, moved (0: none) */
 } tg__links_t;
 
