@@ -15,6 +15,13 @@
  * packet, then the host's name (below), and a RemoteClockSync per later
  * estimate.
  *
+ * In the joined mode (tg_merge_set_app_tracks; merge_links.h) a host's
+ * app sequences go to machine 0 instead: no machine id, the sequence id
+ * as above, and a corrected timestamp appended before it when the packet
+ * has one on a clock the host's estimate covers; the rare descriptors and
+ * clock snapshots of those sequences are re-encoded (pids, names, clock
+ * readings) into the merge's scratch buffer.
+ *
  * A host's name is the operator's (the inventory's label, or the -H spec:
  * client/target.h), never what the host says of itself. Perfetto v50.1
  * keeps no name for a machine (its machine table has an id only, and the
@@ -26,7 +33,8 @@
  * that TG_MERGE_NAME_UUID reserves (docs/merge.md "Host names").
  *
  * Owns: the shared state (tg_merge_t: the overflow range, the buffer
- * compressed_packets inflate into) and, per host, tg_merge_host_t (its
+ * compressed_packets inflate into, the joined mode's tables and scratch
+ * buffer) and, per host, tg_merge_host_t (its
  * machine id, its sequence map, its count of dropped packets). Must never:
  * open, commit or name a file, nor copy or allocate per packet: every
  * packet goes to the owner's sink in two pieces, the packet as read and
@@ -43,6 +51,7 @@
 #include "consumer/fleet/trace_schema.h"
 #include "common/buf.h"
 #include "common/u32_map.h"
+#include "common/u64_map.h"
 #include "consumer/fleet/clock_model.h"
 #include "consumer/fleet/clock_sync.h"
 #include "consumer/fleet/host.h"
@@ -127,14 +136,6 @@ typedef enum tg_merge_app_tracks {
  * pid of machine 0 is taken. */
 #define TG_MERGE_PID_BASE (1u << 22)
 
-/* A u64 -> u32 map (merge_links.c): open addressing, keys hashed with a
- * per-merge random key so that a host cannot choose colliding ids. */
-typedef struct tg_merge_u64_map {
-  uint64_t *keys;
-  uint32_t *vals; /* 0 marks a free slot: values are stored + 1 */
-  size_t cap, count, max_count;
-  uint64_t seed;
-} tg_merge_u64_map_t;
 
 /* The owner's sink: one TracePacket made of |n| bytes at |p| followed by
  * |tail_n| bytes at |tail| (more fields of the same packet; 0 and maybe
@@ -159,7 +160,7 @@ typedef struct tg_merge {
    * rewrites are encoded into (reused: no allocation per packet). */
   tg_merge_app_tracks_t app_tracks;
   uint32_t next_pid;
-  tg_merge_u64_map_t uuids, flows;
+  tg_u64_map_t uuids, flows;
   tg_buf_t scratch;
 } tg_merge_t;
 

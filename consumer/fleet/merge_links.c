@@ -4,8 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
 
 #include "consumer/fleet/merge_links.h"
 #include "tracegate/error.h"
@@ -86,102 +84,18 @@ typedef struct tg_merge_jseq {
   uint64_t last_boot;  /* the highest moved BOOTTIME of its snapshots */
 } tg_merge_jseq_t;
 
-/* --- a u64 -> u32 map ---------------------------------------------------------
- *
- * Keys are mixed with a random key per merge before the multiplicative
- * hash (its high bits index the table), so a host that picks its flow ids
- * or uuids cannot line them up on one probe chain. */
-
-static uint64_t random_seed(void) {
-  uint64_t s = 0;
-  if (getrandom(&s, sizeof(s), GRND_NONBLOCK) != (ssize_t)sizeof(s)) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    s = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)ts.tv_sec;
-  }
-  return s | 1;
-}
-
-static void map_init(tg_merge_u64_map_t *mp, size_t max_count) {
-  memset(mp, 0, sizeof(*mp));
-  mp->max_count = max_count;
-  mp->seed = random_seed();
-}
-
-static void map_free(tg_merge_u64_map_t *mp) {
-  free(mp->keys);
-  free(mp->vals);
-  mp->keys = NULL;
-  mp->vals = NULL;
-  mp->cap = mp->count = 0;
-}
-
-static size_t map_slot(const uint64_t *keys, const uint32_t *vals, size_t cap,
-                       uint64_t seed, uint64_t key) {
-  uint64_t h = (key ^ seed) * 0x9E3779B97F4A7C15ull;
-  h ^= h >> 29;
-  h *= 0xBF58476D1CE4E5B9ull;
-  size_t i = (size_t)(h >> 32) & (cap - 1);
-  while (vals[i] && keys[i] != key) i = (i + 1) & (cap - 1);
-  return i;
-}
-
-/* |key|'s value (never 0), or 0 when it has none. */
-static uint32_t map_get(const tg_merge_u64_map_t *mp, uint64_t key) {
-  if (!mp->cap) return 0;
-  return mp->vals[map_slot(mp->keys, mp->vals, mp->cap, mp->seed, key)];
-}
-
-/* Sets |key| to |val| (not 0): 0, -ENOSPC past the bound, -ENOMEM. */
-static int map_put(tg_merge_u64_map_t *mp, uint64_t key, uint32_t val) {
-  if (mp->cap) {
-    size_t i = map_slot(mp->keys, mp->vals, mp->cap, mp->seed, key);
-    if (mp->vals[i]) {
-      mp->vals[i] = val;
-      return 0;
-    }
-  }
-  if (mp->count >= mp->max_count) return -ENOSPC;
-  if ((mp->count + 1) * 2 > mp->cap) { /* half load at most */
-    size_t cap = mp->cap ? mp->cap * 2 : 64;
-    uint64_t *k = calloc(cap, sizeof(*k));
-    uint32_t *v = calloc(cap, sizeof(*v));
-    if (!k || !v) {
-      free(k);
-      free(v);
-      return -ENOMEM;
-    }
-    for (size_t i = 0; i < mp->cap; i++) {
-      if (!mp->vals[i]) continue;
-      size_t j = map_slot(k, v, cap, mp->seed, mp->keys[i]);
-      k[j] = mp->keys[i];
-      v[j] = mp->vals[i];
-    }
-    free(mp->keys);
-    free(mp->vals);
-    mp->keys = k;
-    mp->vals = v;
-    mp->cap = cap;
-  }
-  size_t i = map_slot(mp->keys, mp->vals, mp->cap, mp->seed, key);
-  mp->keys[i] = key;
-  mp->vals[i] = val;
-  mp->count++;
-  return 0;
-}
-
 /* --- the shared and per-host state -------------------------------------------- */
 
 void tg__links_init(tg_merge_t *m) {
   m->next_pid = TG_MERGE_PID_BASE;
-  map_init(&m->uuids, TG_MERGE_MAX_UUIDS);
-  map_init(&m->flows, TG_MERGE_MAX_FLOWS);
+  tg_u64_map_init(&m->uuids, TG_MERGE_MAX_UUIDS);
+  tg_u64_map_init(&m->flows, TG_MERGE_MAX_FLOWS);
   tg_buf_init(&m->scratch, 0);
 }
 
 void tg__links_free(tg_merge_t *m) {
-  map_free(&m->uuids);
-  map_free(&m->flows);
+  tg_u64_map_free(&m->uuids);
+  tg_u64_map_free(&m->flows);
   tg_buf_free(&m->scratch);
 }
 
@@ -267,9 +181,9 @@ typedef struct walk {
 /* Whether host |me| (index + 1) may use track uuid |u| on machine 0: the
  * first host to name a uuid owns it. An error (memory) refuses it too. */
 static bool uuid_owned(tg_merge_t *m, uint32_t me, uint64_t u) {
-  uint32_t owner = map_get(&m->uuids, u);
+  uint32_t owner = tg_u64_map_get(&m->uuids, u);
   if (owner) return owner == me;
-  return map_put(&m->uuids, u, me) == 0;
+  return tg_u64_map_put(&m->uuids, u, me) == 0;
 }
 
 /* A repeated uint64 field |f| (one value, or a packed run) whose values
@@ -803,14 +717,15 @@ static int rewrite(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
 /* Flow |id| started (|term| false) or ended by host |me| (index + 1). */
 static void flow_seen(tg_merge_t *m, tg_merge_host_t *mh, uint64_t id,
                       bool term) {
-  uint32_t me = mh->machine_id, v = map_get(&m->flows, id);
+  uint32_t me = mh->machine_id, v = tg_u64_map_get(&m->flows, id);
   if (term) mh->flows_terminated++;
   else mh->flows_started++;
   uint32_t lo = v & 0xFFFFu, hi = v >> 16;
   if (term && !hi) hi = me;
   else if (!term && !lo) lo = me;
   else return;
-  if (map_put(&m->flows, id, lo | hi << 16) < 0) mh->flows_unfollowed++;
+  if (tg_u64_map_put(&m->flows, id, lo | hi << 16) < 0)
+    mh->flows_unfollowed++;
 }
 
 static void count_flows(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
@@ -844,7 +759,7 @@ void tg_merge_links_end(tg_merge_t *m, size_t n,
     if (mh) mh->flows_unmatched++;
   }
   /* Once: a second call finds nothing. */
-  map_free(&m->flows);
+  tg_u64_map_free(&m->flows);
 }
 
 /* --- the write --------------------------------------------------------------------- */
