@@ -81,7 +81,7 @@ FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader \
                  fuzz_alertmanager fuzz_cli_ftrace_loss fuzz_merge \
                  fuzz_coll_window fuzz_boost_seq fuzz_perf_record fuzz_perf_config fuzz_perf_maps fuzz_perf_elf fuzz_elf_plt fuzz_symbolize \
                  fuzz_s3_xml fuzz_s3_sigv4 fuzz_s3_credentials \
-                 fuzz_tp_why fuzz_traceparent
+                 fuzz_tp_why fuzz_traceparent fuzz_emit_rpc fuzz_check_runner
 
 .PHONY: all deps build demo collector-demo install test test-asan test-tsan test-release \
         test-mbedtls-only test-long fuzz fuzz-smoke fuzz-merge-tp bench \

@@ -493,6 +493,12 @@
   X(COLLECTOR_SNAPSHOT_IMPORTS, 5073, "tracegate-collector",                  \
     "check_trace_processor: a stored snapshot imports into trace processor; " \
     "its id follows")                                                         \
+  X(COLLECTOR_CHECK_SAME_UID, 5074, "tracegate-collector",                   \
+    "warning: check_trace_processor: trace processor ran as the "             \
+    "collector's own uid, not 65534 (the collector has no CAP_SETUID and "    \
+    "CAP_SETGID: not root, not under the shipped systemd unit); only its "    \
+    "sandbox kept it from the collector's files; the snapshot and the uid "   \
+    "follow (also the \"notice\" of a host row's import problem)")            \
   X(COLLECTOR_SYMBOLIZED, 5094, "tracegate-collector",                       \
     "symbolize: a stored snapshot's symbols are stored beside it (served "    \
     "with its trace and its hosts' parts); the frames named and the modules " \

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <limits.h>
+#include <linux/capability.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -123,11 +125,27 @@ static bool said_out_of_memory(const char *err, size_t n) {
  * from the environment) reaches it. */
 static char *const child_env[] = {"PATH=/usr/bin:/bin", "LC_ALL=C", NULL};
 
-/* In the child: async-signal-safe calls only, then exec. */
+static void child_fail(void) {
+  ssize_t w = write(STDERR_FILENO, SANDBOX_FAILED, sizeof(SANDBOX_FAILED) - 1);
+  (void)w;
+  _exit(127);
+}
+
+/* In the child: async-signal-safe calls only, then exec. |parent| is the
+ * caller, whose death kills the child (after a uid switch nothing else
+ * could). */
 static void exec_tp(const char *tp, char *const argv[], const tg_tp_limits_t *lim,
                     bool drop_uid, const tg_sandbox_t *sb, int err_fd,
-                    int null_fd, int trace_fd) {
+                    int null_fd, int trace_fd, pid_t parent) {
   setpgid(0, 0);
+  /* What a caller ignores (the collector's check runner) is the
+   * program's default again; an exec keeps SIG_IGN. */
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  sigaction(SIGINT, &dfl, NULL);
+  sigaction(SIGTERM, &dfl, NULL);
+  sigaction(SIGHUP, &dfl, NULL);
   struct rlimit core = {0, 0};
   setrlimit(RLIMIT_CORE, &core);
   if (lim->memory) {
@@ -146,16 +164,22 @@ static void exec_tp(const char *tp, char *const argv[], const tg_tp_limits_t *li
   if (drop_uid &&
       (syscall(SYS_setgroups, 0, NULL) != 0 ||
        syscall(SYS_setresgid, TG_TP_NOBODY, TG_TP_NOBODY, TG_TP_NOBODY) != 0 ||
-       syscall(SYS_setresuid, TG_TP_NOBODY, TG_TP_NOBODY, TG_TP_NOBODY) != 0)) {
-    ssize_t w = write(STDERR_FILENO, SANDBOX_FAILED, sizeof(SANDBOX_FAILED) - 1);
-    (void)w;
-    _exit(127);
-  }
-  if (tg_sandbox_enter(sb, NULL) != 0) {
-    ssize_t w = write(STDERR_FILENO, SANDBOX_FAILED, sizeof(SANDBOX_FAILED) - 1);
-    (void)w;
-    _exit(127);
-  }
+       syscall(SYS_setresuid, TG_TP_NOBODY, TG_TP_NOBODY, TG_TP_NOBODY) != 0))
+    child_fail();
+  /* Set after the uid switch, which clears it. */
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || getppid() != parent)
+    child_fail();
+  /* No capability crosses the exec: a switch between two uids that are
+   * not 0 keeps the permitted set, and ambient ones survive an exec
+   * (EINVAL: a kernel without ambient capabilities has none to clear). */
+  if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 &&
+      errno != EINVAL)
+    child_fail();
+  struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct none[2];
+  memset(none, 0, sizeof(none));
+  if (syscall(SYS_capset, &hdr, none) != 0) child_fail();
+  if (tg_sandbox_enter(sb, NULL) != 0) child_fail();
   execve(tp, argv, child_env);
   ssize_t w = write(STDERR_FILENO, EXEC_FAILED, sizeof(EXEC_FAILED) - 1);
   (void)w;
@@ -163,12 +187,15 @@ static void exec_tp(const char *tp, char *const argv[], const tg_tp_limits_t *li
 }
 
 /* The feeder: copies the trace into the pipe, then ends; a reader gone
- * (SIGPIPE, EPIPE) ends it too. Async-signal-safe. */
+ * (SIGPIPE, EPIPE) ends it too. pread: the caller's descriptor may share
+ * its offset with another process's (one passed by SCM_RIGHTS).
+ * Async-signal-safe. */
 static void feed(pid_t group, int in, int out) {
   setpgid(0, group);
   static char buf[64u << 10];
-  for (;;) {
-    ssize_t got = read(in, buf, sizeof(buf));
+  for (off_t at = 0;;) {
+    ssize_t got = pread(in, buf, sizeof(buf), at);
+    if (got > 0) at += got;
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) _exit(got == 0 ? 0 : 1);
     for (ssize_t off = 0; off < got;) {
@@ -178,6 +205,33 @@ static void feed(pid_t group, int in, int out) {
       off += w;
     }
   }
+}
+
+/* Whether this thread may change its uid and gid (CAP_SETUID and
+ * CAP_SETGID effective). */
+static bool may_switch_uid(void) {
+  struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct d[2];
+  memset(d, 0, sizeof(d));
+  if (syscall(SYS_capget, &hdr, d) != 0) return false;
+  uint32_t want = (1u << CAP_SETUID) | (1u << CAP_SETGID);
+  return (d[0].effective & want) == want;
+}
+
+/* SIGKILL to group |pid|. With |as_child|, first as TG_TP_NOBODY (the
+ * child's uid: this thread's effective uid for the kill alone, by raw
+ * system calls, so that no other thread's changes), then as the caller
+ * (the feeder keeps the caller's uid). */
+static void kill_group(pid_t pid, bool as_child, bool leader_too) {
+  uid_t self = geteuid();
+  if (as_child && syscall(SYS_setresuid, -1, TG_TP_NOBODY, -1) == 0) {
+    kill(-pid, SIGKILL);
+    if (leader_too) kill(pid, SIGKILL);
+    /* Back to a uid this thread holds as its real or saved one. */
+    if (syscall(SYS_setresuid, -1, self, -1) != 0) abort();
+  }
+  kill(-pid, SIGKILL);
+  if (leader_too) kill(pid, SIGKILL);
 }
 
 static void not_run(tg_tp_verdict_t *v, const char *what, const char *tp,
@@ -239,7 +293,70 @@ static int prepare_sandbox(tg_sandbox_t *sb, const char *tp_dir) {
 
 void tg_tp_import(const char *tp_arg, const char *trace, const tg_tp_limits_t *lim,
                   tg_tp_verdict_t *v) {
+  /* Opened here, as the caller: the child reads it through the feeder's
+   * pipe and needs no access to the file or its directory. */
+  int trace_fd = open(trace, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (trace_fd < 0) {
+    memset(v, 0, sizeof(*v));
+    v->uid = -1;
+    not_run(v, "the trace is not a readable regular file", trace, errno);
+    return;
+  }
+  tg_tp_import_fd(tp_arg, trace_fd, trace, lim, v);
+  close(trace_fd);
+}
+
+/* Until the child ends, the deadline passes or |lim|'s cancel_fd wakes:
+ * its standard error (from |p|) into |err| (|*n| bytes kept). Returns 0
+ * (ended), 1 (deadline), 2 (cancelled). */
+static int wait_child(pid_t pid, int p, const tg_tp_limits_t *lim, char *err,
+                      size_t *n) {
+  uint64_t deadline = now_ms() + lim->timeout_ms;
+  bool open_ = true;
+  for (;;) {
+    uint64_t t = now_ms();
+    if (t >= deadline) return 1;
+    struct pollfd pf[2] = {{open_ ? p : -1, POLLIN, 0},
+                           {lim->cancel_fd > 0 ? lim->cancel_fd : -1, POLLIN, 0}};
+    uint64_t left = deadline - t;
+    /* Once its standard error is closed, a short nap between looks. */
+    int ready = poll(pf, 2, open_ ? (left > 200 ? 200 : (int)left)
+                                  : (left > 20 ? 20 : (int)left));
+    if (ready > 0 && pf[1].revents) return 2;
+    if (ready > 0 && pf[0].revents) {
+      char buf[4096];
+      ssize_t got = read(p, buf, sizeof(buf));
+      if (got > 0) {
+        size_t keep = STDERR_KEEP - *n < (size_t)got ? STDERR_KEEP - *n
+                                                     : (size_t)got;
+        memcpy(err + *n, buf, keep);
+        *n += keep;
+      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+        open_ = false;
+      }
+    }
+    /* Exited, not reaped (WNOWAIT): the pid stays ours until the end. */
+    siginfo_t si;
+    memset(&si, 0, sizeof(si));
+    if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        si.si_pid == pid)
+      break;
+  }
+  /* What it wrote before it ended, still in the pipe. */
+  while (open_ && *n < STDERR_KEEP) {
+    struct pollfd pf = {p, POLLIN, 0};
+    if (poll(&pf, 1, 0) <= 0) break;
+    ssize_t got = read(p, err + *n, STDERR_KEEP - *n);
+    if (got <= 0) break;
+    *n += (size_t)got;
+  }
+  return 0;
+}
+
+void tg_tp_import_fd(const char *tp_arg, int trace_fd, const char *name,
+                     const tg_tp_limits_t *lim, tg_tp_verdict_t *v) {
   memset(v, 0, sizeof(*v));
+  v->uid = -1;
   char tp[PATH_MAX];
   int rv = resolve_tp(tp_arg, tp);
   if (rv < 0) {
@@ -250,14 +367,13 @@ void tg_tp_import(const char *tp_arg, const char *trace, const tg_tp_limits_t *l
     not_run(v, "not an executable", tp_arg, errno);
     return;
   }
-  /* Opened here, as the caller: the child reads it through the feeder's
-   * pipe and needs no access to the file or its directory. */
-  int trace_fd = open(trace, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   struct stat st;
-  if (trace_fd < 0 || fstat(trace_fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    int e = trace_fd < 0 ? errno : EINVAL;
-    if (trace_fd >= 0) close(trace_fd);
-    not_run(v, "the trace is not a readable regular file", trace, e);
+  if (fstat(trace_fd, &st) != 0) {
+    not_run(v, "the trace is not a readable regular file", name, errno);
+    return;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    not_run(v, "the trace is not a readable regular file", name, EINVAL);
     return;
   }
   char tp_dir[PATH_MAX];
@@ -266,7 +382,6 @@ void tg_tp_import(const char *tp_arg, const char *trace, const tg_tp_limits_t *l
   if (!tp_dir[0]) snprintf(tp_dir, sizeof(tp_dir), "/");
   tg_sandbox_t sb;
   if ((rv = prepare_sandbox(&sb, tp_dir)) < 0) {
-    close(trace_fd);
     not_run(v, "sandbox", tp_arg, -rv);
     return;
   }
@@ -274,18 +389,21 @@ void tg_tp_import(const char *tp_arg, const char *trace, const tg_tp_limits_t *l
   int p[2], data[2] = {-1, -1};
   if (!err) {
     not_run(v, "out of memory", tp_arg, ENOMEM);
-    goto out_trace;
+    goto out;
   }
   if (pipe2(p, O_CLOEXEC) < 0) {
     not_run(v, "pipe", tp_arg, errno);
     free(err);
-    goto out_trace;
+    goto out;
   }
-  /* Only root can change its uid; another caller's child keeps it. */
-  bool drop_uid = lim->as_nobody && geteuid() == 0;
-  /* The child reopens the pipe by its /proc path, as its owner. */
+  bool drop_uid = lim->as_nobody && may_switch_uid();
+  v->uid_kept = lim->as_nobody && !drop_uid;
+  /* The child reopens the pipe by its /proc path: after a uid switch it
+   * is no longer the pipe's owner, so others may read it. Only a process
+   * that may look into this one's (or the child's) descriptors reaches it
+   * that way. */
   if (pipe2(data, O_CLOEXEC) < 0 ||
-      (drop_uid && fchown(data[0], TG_TP_NOBODY, TG_TP_NOBODY) != 0)) {
+      (drop_uid && fchmod(data[0], 0644) != 0)) {
     not_run(v, "pipe", tp_arg, errno);
     free(err);
     close(p[0]);
@@ -294,12 +412,14 @@ void tg_tp_import(const char *tp_arg, const char *trace, const tg_tp_limits_t *l
       close(data[0]);
       close(data[1]);
     }
-    goto out_trace;
+    goto out;
   }
   int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
   char *const argv[] = {tp, "-Q", "select 1", TRACE_PATH, NULL};
+  pid_t self = getpid();
   pid_t pid = fork();
-  if (pid == 0) exec_tp(tp, argv, lim, drop_uid, &sb, p[1], null_fd, data[0]);
+  if (pid == 0)
+    exec_tp(tp, argv, lim, drop_uid, &sb, p[1], null_fd, data[0], self);
   int fork_err = errno;
   close(p[1]);
   close(data[0]);
@@ -315,60 +435,18 @@ void tg_tp_import(const char *tp_arg, const char *trace, const tg_tp_limits_t *l
     close(p[0]);
     not_run(v, "fork", tp_arg, fork_err);
     free(err);
-    goto out_trace;
+    goto out;
   }
+  v->uid = drop_uid ? TG_TP_NOBODY : (int64_t)geteuid();
   if (feeder > 0) setpgid(feeder, pid);
   setpgid(pid, pid); /* also the child's: whichever runs first */
   if (lim->running_pid) atomic_store(lim->running_pid, (int)pid);
   size_t n = 0;
-  uint64_t deadline = now_ms() + lim->timeout_ms;
-  bool timed_out = false, open_ = true;
-  int status = 0;
-  for (;;) {
-    uint64_t t = now_ms();
-    if (t >= deadline) {
-      timed_out = true;
-      break;
-    }
-    if (open_) {
-      struct pollfd pf = {p[0], POLLIN, 0};
-      uint64_t left = deadline - t;
-      int ready = poll(&pf, 1, left > 200 ? 200 : (int)left);
-      if (ready > 0) {
-        char buf[4096];
-        ssize_t got = read(p[0], buf, sizeof(buf));
-        if (got > 0) {
-          size_t keep = STDERR_KEEP - n < (size_t)got ? STDERR_KEEP - n
-                                                      : (size_t)got;
-          memcpy(err + n, buf, keep);
-          n += keep;
-        } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
-          open_ = false;
-        }
-      }
-    } else {
-      struct timespec nap = {0, 20 * 1000000L};
-      nanosleep(&nap, NULL);
-    }
-    /* Exited, not reaped (WNOWAIT): the pid stays ours until the end. */
-    siginfo_t si;
-    memset(&si, 0, sizeof(si));
-    if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-        si.si_pid == pid)
-      break;
-  }
-  /* What it wrote before it ended, still in the pipe. */
-  while (!timed_out && open_ && n < STDERR_KEEP) {
-    struct pollfd pf = {p[0], POLLIN, 0};
-    if (poll(&pf, 1, 0) <= 0) break;
-    ssize_t got = read(p[0], err + n, STDERR_KEEP - n);
-    if (got <= 0) break;
-    n += (size_t)got;
-  }
+  int ended = wait_child(pid, p[0], lim, err, &n);
   /* The group: whatever it started goes with it. */
-  kill(-pid, SIGKILL);
-  if (timed_out) kill(pid, SIGKILL);
+  kill_group(pid, drop_uid, ended != 0);
   if (lim->running_pid) atomic_store(lim->running_pid, 0);
+  int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   /* The feeder ends with its reader, or was killed with the group. */
@@ -379,7 +457,9 @@ void tg_tp_import(const char *tp_arg, const char *trace, const tg_tp_limits_t *l
   }
   close(p[0]);
   char line[LINE_MAX_], raw[TG_TP_WHY_MAX];
-  if (timed_out) {
+  if (ended == 2) {
+    not_run(v, "cancelled", tp_arg, ECANCELED);
+  } else if (ended == 1) {
     v->failure = TG_TP_TIMEOUT;
     snprintf(v->why, sizeof(v->why), "no end within %" PRIu64 " ms: killed",
              lim->timeout_ms);
@@ -411,7 +491,6 @@ void tg_tp_import(const char *tp_arg, const char *trace, const tg_tp_limits_t *l
     tg_printable(v->why, sizeof(v->why), raw);
   }
   free(err);
-out_trace:
+out:
   tg_sandbox_release(&sb);
-  close(trace_fd);
 }

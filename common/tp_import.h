@@ -22,8 +22,10 @@
  * environment); common/sandbox confines it before exec: it may read and
  * run only the system's directories and trace processor's own, write
  * nothing, open no socket (no network), signal or trace nothing outside
- * itself. With |as_nobody| and a root caller it also runs as uid and gid
- * TG_TP_NOBODY, without groups.
+ * itself. With |as_nobody| and a caller that may change its uid (root, or
+ * the collector's check runner with CAP_SETUID and CAP_SETGID) it also
+ * runs as uid and gid TG_TP_NOBODY, without groups; either way it holds no
+ * capability when it execs (ambient ones cleared, the rest set to none).
  */
 #ifndef TRACEGATE_COMMON_TP_IMPORT_H
 #define TRACEGATE_COMMON_TP_IMPORT_H
@@ -54,6 +56,12 @@ typedef struct tg_tp_verdict {
    * alone, so a verdict does not carry the caller's temporary path), or
    * the signal and the line, or the limit that was hit. */
   char why[TG_TP_WHY_MAX];
+  /* The uid trace processor ran as (-1: not started). */
+  int64_t uid;
+  /* |as_nobody| was asked, but the caller could not change its uid (no
+   * CAP_SETUID or CAP_SETGID): the child kept the caller's, and only its
+   * sandbox keeps it from the caller's files. The caller says so. */
+  bool uid_kept;
 } tg_tp_verdict_t;
 
 typedef struct tg_tp_limits {
@@ -64,11 +72,19 @@ typedef struct tg_tp_limits {
    * that another thread may kill(-pid, SIGKILL) it (a stopping daemon)
    * without hitting a reused pid. */
   _Atomic int *running_pid;
-  /* Run as TG_TP_NOBODY when the caller is root (a daemon's check); the
-   * program must then be readable by that user, every directory above it
-   * too. A caller that is not root keeps its uid (it cannot change it):
-   * the sandbox alone keeps the child from its files. */
+  /* Run as TG_TP_NOBODY when the caller has CAP_SETUID and CAP_SETGID
+   * (root, or the collector's check runner); the program must then be
+   * readable by that user, every directory above it too. A caller without
+   * them keeps its uid (it cannot change it): the sandbox alone keeps the
+   * child from its files, and the verdict's uid_kept says so. The caller
+   * kills the child by taking that uid for the kill alone (this thread's
+   * credentials, a raw system call), so it needs no CAP_KILL. */
   bool as_nobody;
+  /* A descriptor above 2 (0: none) whose readability or hang-up ends the
+   * import at once: the group is killed and the verdict is TG_TP_NOT_RUN
+   * (the collector's check runner: its socket, when the collector stops).
+   * Nothing is read from it. */
+  int cancel_fd;
 } tg_tp_limits_t;
 
 #define TG_TP_NOBODY 65534
@@ -79,6 +95,11 @@ typedef struct tg_tp_limits {
  * made are TG_TP_NOT_RUN. */
 void tg_tp_import(const char *tp, const char *trace, const tg_tp_limits_t *lim,
                   tg_tp_verdict_t *v);
+/* The same for a trace already open: |trace_fd| (borrowed; a regular
+ * file, read from offset 0 with pread, its offset untouched), |name| for
+ * the verdict's words only. */
+void tg_tp_import_fd(const char *tp, int trace_fd, const char *name,
+                     const tg_tp_limits_t *lim, tg_tp_verdict_t *v);
 
 /* The line of trace processor's standard error (|n| bytes) that says why,
  * printable, into |why| (|cap| > 0). Exposed for its test. */

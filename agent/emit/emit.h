@@ -17,6 +17,12 @@
 
 #include "tracegate/agent.h"
 
+typedef enum emit_rpc_role {
+  EMIT_RPC_NONE,
+  EMIT_RPC_SERVER, /* --rpc-server */
+  EMIT_RPC_CLIENT, /* --rpc-client */
+} emit_rpc_role_t;
+
 typedef struct emit_opts {
   uint64_t rate;        /* units per second per thread; 0: flat out */
   uint64_t size;        /* payload bytes of a normal packet */
@@ -24,6 +30,7 @@ typedef struct emit_opts {
   uint64_t large_size;
   uint64_t count;       /* units per thread and session; 0: no limit */
   bool track_events;
+  emit_rpc_role_t rpc; /* rate and count then apply to calls */
 } emit_opts_t;
 
 /* What the threads share with main.c. */
@@ -51,7 +58,8 @@ typedef struct emit_worker {
   uint64_t packets; /* packets begun (one per active instance and unit) */
 } emit_worker_t;
 
-/* True while some session enables what we write. */
+/* True while some session enables what we write: the data source, the
+ * "emit" category, or in rpc mode the "rpc" one. */
 bool emit_active(const emit_shared_t *sh);
 
 /* Builds the worker's payloads. Returns 0 or -ENOMEM. */
@@ -64,5 +72,14 @@ void *emit_worker_main(void *arg);
 int emit_register_category(void);
 
 uint64_t emit_now_ns(void); /* CLOCK_MONOTONIC */
+
+/* Pacing, shared by the writers and the rpc client: units due |elapsed|
+ * ns after a start at |rate| per second, and the time of unit |i| after
+ * it, without overflowing for any rate the flags allow. */
+uint64_t emit_units_due(uint64_t elapsed, uint64_t rate);
+uint64_t emit_unit_time(uint64_t i, uint64_t rate);
+void emit_sleep_until(uint64_t t); /* CLOCK_MONOTONIC ns */
+/* Waits up to |ms| for on_start's broadcast, or not at all once quitting. */
+void emit_idle_wait(emit_shared_t *sh, unsigned ms);
 
 #endif /* TRACEGATE_EMIT_H */

@@ -7,6 +7,7 @@
 
 #include "agent/clock.h"
 #include "agent/emit/emit.h"
+#include "agent/emit/rpc.h"
 #include "tracegate/track_event.h"
 
 /* TracePacket.timestamp, TracePacket.for_testing, TestEvent.str and
@@ -26,6 +27,7 @@ int emit_register_category(void) {
 }
 
 bool emit_active(const emit_shared_t *sh) {
+  if (sh->opts->rpc != EMIT_RPC_NONE) return tg_category_enabled(&emit_rpc_cat);
   if (sh->opts->track_events) return tg_category_enabled(&cat_emit);
   return tg_ds_enabled_mask(sh->ds) != 0;
 }
@@ -117,7 +119,7 @@ static void flush_raw(emit_worker_t *w) {
     if (m & (1u << k)) tg_ds_flush_thread(w->sh->ds, k);
 }
 
-static void idle_wait(emit_shared_t *sh, unsigned ms) {
+void emit_idle_wait(emit_shared_t *sh, unsigned ms) {
   struct timespec dl;
   clock_gettime(CLOCK_REALTIME, &dl);
   dl.tv_nsec += (long)ms * 1000000L;
@@ -130,17 +132,15 @@ static void idle_wait(emit_shared_t *sh, unsigned ms) {
   pthread_mutex_unlock(&sh->mu);
 }
 
-/* Units due |elapsed| ns after the start at |rate| per second, without
- * overflowing for any rate the flags allow. */
-static uint64_t units_due(uint64_t elapsed, uint64_t rate) {
+uint64_t emit_units_due(uint64_t elapsed, uint64_t rate) {
   return elapsed / NS_PER_S * rate + elapsed % NS_PER_S * rate / NS_PER_S;
 }
 
-static uint64_t unit_time(uint64_t i, uint64_t rate) {
+uint64_t emit_unit_time(uint64_t i, uint64_t rate) {
   return i / rate * NS_PER_S + i % rate * NS_PER_S / rate;
 }
 
-static void sleep_until(uint64_t t) {
+void emit_sleep_until(uint64_t t) {
   struct timespec ts = {.tv_sec = (time_t)(t / NS_PER_S),
                         .tv_nsec = (long)(t % NS_PER_S)};
   while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
@@ -158,21 +158,21 @@ static void run_session(emit_worker_t *w) {
          emit_active(sh)) {
     if (o->count && sent >= o->count) {
       flush_raw(w);
-      while (!atomic_load(&sh->quit) && emit_active(sh)) idle_wait(sh, 5);
+      while (!atomic_load(&sh->quit) && emit_active(sh)) emit_idle_wait(sh, 5);
       return;
     }
     uint64_t batch = BATCH;
     if (o->rate) {
       uint64_t now = emit_now_ns();
-      uint64_t due = units_due(now - t0, o->rate);
+      uint64_t due = emit_units_due(now - t0, o->rate);
       if (due <= sent) {
         /* Sleep to the next unit, but look at the session every 10 ms. */
-        uint64_t next = t0 + unit_time(sent + 1, o->rate);
+        uint64_t next = t0 + emit_unit_time(sent + 1, o->rate);
         if (next > now + 10000000u) {
           flush_raw(w);
           next = now + 10000000u;
         }
-        sleep_until(next);
+        emit_sleep_until(next);
         continue;
       }
       if (due - sent < batch) batch = due - sent;
@@ -194,7 +194,7 @@ void *emit_worker_main(void *arg) {
     /* A start was announced but the agent has not enabled it yet: look
      * again soon. */
     bool starting = atomic_load(&sh->starts) > atomic_load(&sh->stops);
-    idle_wait(sh, starting ? 1 : 20);
+    emit_idle_wait(sh, starting ? 1 : 20);
   }
   flush_raw(w);
   return NULL;

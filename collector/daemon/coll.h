@@ -301,6 +301,10 @@ struct coll {
    * health_listen; 0: none */
   int ready_fd;
   struct coll_icheck *icheck; /* import_check.c; NULL until first used */
+  /* main's check runner (check_runner.h), which runs each import check;
+   * NULL: none (a collector in a test's process), the checks then run
+   * from this process. */
+  struct coll_runner *runner;
   struct coll_symbols *symbols; /* symbols.c; NULL until first used */
   coll_events_t on; /* coll.c's wiring, read by the files below it */
   bool check_only;  /* --check-config: set up nothing that runs */

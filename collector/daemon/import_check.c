@@ -9,6 +9,7 @@
  * file's link count 0) gets no verdict: a refusal might be the deletion's.
  */
 #include "collector/daemon/import_check.h"
+#include "collector/daemon/check_runner.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -47,8 +48,10 @@ typedef struct icheck_job {
   tg_tp_verdict_t whole;
   tg_coll_index_t ix; /* parts_checked: the hosts, in the index's order */
   const _Atomic bool *stop; /* the daemon stops: no more imports */
+  coll_runner_t *runner;    /* NULL: imports from this process */
   tg_tp_verdict_t *parts;
   bool parts_checked;
+  bool uid_kept; /* some import kept the collector's uid */
 } icheck_job_t;
 
 struct coll_icheck {
@@ -64,6 +67,16 @@ struct coll_icheck {
 
 static void work_fail(icheck_job_t *j, const char *what, int err) {
   snprintf(j->why, sizeof(j->why), "%s: %s", what, strerror(err));
+}
+
+/* One import of |fd|, by the runner where there is one. */
+static void import(icheck_job_t *j, int fd, const char *name,
+                   tg_tp_verdict_t *v) {
+  if (j->runner)
+    coll_runner_check(j->runner, j->tp, fd, &j->lim, j->id, v);
+  else
+    tg_tp_import_fd(j->tp, fd, name, &j->lim, v);
+  if (v->uid_kept) j->uid_kept = true;
 }
 
 static bool gone(const icheck_job_t *j) {
@@ -134,7 +147,14 @@ static void check_parts(icheck_job_t *j, uint64_t size) {
       work_fail(j, "cannot write a host's part", -err);
       break;
     }
-    tg_tp_import(j->tp, path, &j->lim, &j->parts[h]);
+    int pfd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (pfd < 0) {
+      work_fail(j, "cannot open a host's part", errno);
+      unlink(path);
+      break;
+    }
+    import(j, pfd, path, &j->parts[h]);
+    close(pfd);
     unlink(path);
     if (j->parts[h].failure == TG_TP_NOT_RUN) {
       snprintf(j->why, sizeof(j->why), "%s", j->parts[h].why);
@@ -152,7 +172,7 @@ static void do_work(uv_work_t *w) {
     work_fail(j, "cannot stat the snapshot", errno);
     return;
   }
-  tg_tp_import(j->tp, j->trace, &j->lim, &j->whole);
+  import(j, j->fd, j->trace, &j->whole);
   if (j->whole.failure == TG_TP_NOT_RUN) {
     snprintf(j->why, sizeof(j->why), "%s", j->whole.why);
     return;
@@ -199,15 +219,21 @@ static void record_host(coll_t *c, uint64_t id, const char *host,
   const char *existing = "";
   for (size_t i = 0; i < n_rows; i++)
     if (!strcmp(rows[i].host, host)) existing = rows[i].problems;
-  char code[16], why[TG_TP_WHY_MAX + 32];
+  char code[16], kept[16], why[TG_TP_WHY_MAX + 32];
   snprintf(code, sizeof(code), "TG-%d", (int)TG_N_COLLECTOR_PART_NO_IMPORT);
+  snprintf(kept, sizeof(kept), "TG-%d", (int)TG_N_COLLECTOR_CHECK_SAME_UID);
   snprintf(why, sizeof(why), "trace processor: %s", v->why);
   char *text = NULL;
   /* The why is cut until the row's problems fit their column. */
   for (size_t cap = strlen(why); !text; cap /= 2) {
     why[cap] = 0;
-    json_t *p = json_pack("{s:s, s:s, s:o}", "kind", "import", "code", code,
-                          "why", tg_json_text(why));
+    /* The uid it ran as and, when that was the collector's own, the
+     * notice that says so: readable without the log. */
+    json_t *p = json_pack("{s:s, s:s, s:o, s:I}", "kind", "import", "code",
+                          code, "why", tg_json_text(why), "uid",
+                          (json_int_t)v->uid);
+    if (p && v->uid_kept)
+      json_object_set_new(p, "notice", json_string(kept));
     text = p ? coll_problem_append(existing, p) : NULL;
     json_decref(p);
     if (!cap) break;
@@ -232,6 +258,12 @@ static void record(icheck_job_t *j) {
             "verdict", j->id);
     return;
   }
+  if (j->uid_kept)
+    TG_WARN("%s snapshot %016" PRIx64 ": trace processor ran as the "
+            "collector's uid %" PRId64 ", not %d: the collector has no "
+            "CAP_SETUID and CAP_SETGID (docs/collector.md, \"Checking each "
+            "snapshot\")", tg_notice_tag(TG_N_COLLECTOR_CHECK_SAME_UID), j->id,
+            j->whole.uid, TG_TP_NOBODY);
   if (j->whole.failure == TG_TP_OK) {
     TG_INFO("%s snapshot %016" PRIx64 ": trace processor imports it",
             tg_notice_tag(TG_N_COLLECTOR_SNAPSHOT_IMPORTS), j->id);
@@ -313,9 +345,10 @@ static void start_next(coll_t *c) {
     j->lim.timeout_ms = (uint64_t)c->cfg.check_timeout_ms;
     j->lim.memory = c->cfg.check_memory;
     j->lim.running_pid = &q->pid;
-    /* The file is a hostile host's: as root, the check runs as nobody
-     * too, beside its sandbox (tp_import.h). */
+    /* The file is a hostile host's: the check runs as nobody too, beside
+     * its sandbox, where the runner may switch (tp_import.h). */
     j->lim.as_nobody = true;
+    j->runner = c->runner;
     j->stop = &q->stop;
     j->work.data = j;
     q->running = j;
@@ -358,6 +391,9 @@ void coll_import_check_stop(coll_t *c) {
   if (!q) return;
   q->n = 0;
   atomic_store(&q->stop, true);
+  /* The runner kills its import itself (its uid is not ours to signal)
+   * and ends; without one, the import is this process's child. */
+  if (c->runner) coll_runner_cancel(c->runner);
   int pid = atomic_load(&q->pid);
   if (pid > 0) kill(-pid, SIGKILL);
 }

@@ -8,7 +8,9 @@
  * One check at a time, on a thread of libuv's pool (an import blocks its
  * thread for up to check_timeout); the others wait in a bounded queue
  * (COLL_ICHECK_QUEUE: past it the newest is dropped, logged). Each import
- * is a child under check_memory and check_timeout (common/tp_import.h).
+ * is a child of the check runner (check_runner.h: as uid 65534) under
+ * check_memory and check_timeout (common/tp_import.h); the thread waits
+ * for the runner's verdict.
  * The loop thread alone touches the store: it opens the snapshot's file
  * and index before the work, and writes the verdicts after.
  */

@@ -10,6 +10,7 @@
 
 #include "collector/daemon/coll.h"
 #include "collector/daemon/access.h"
+#include "collector/daemon/check_runner.h"
 #include "collector/daemon/hosts.h"
 #include "common/flags.h"
 #include "common/log.h"
@@ -18,6 +19,7 @@
 /* The process's one collector; static so that what it holds at exit is
  * reachable (the rings stay on the hosts: nothing to tear down). */
 static coll_t coll;
+static coll_runner_t runner;
 static uv_signal_t sig_int, sig_term, sig_hup;
 
 static void on_warning(void *ctx, const char *text) {
@@ -124,26 +126,52 @@ int main(int argc, char **argv) {
   tg_log_set_prefix(COLL_PROG);
   tg_log_set_level((tg_log_level_t)log_level);
   signal(SIGPIPE, SIG_IGN);
+  /* The daemon's check runner, forked before anything is read (the
+   * config may name a catalog password; the TLS key and the bucket's keys
+   * come later) while this process has one thread; then this process
+   * gives up every capability: only the runner may change its uid
+   * (check_runner.h). As root it keeps them: uid 0 owns root's files with
+   * or without them, and a root deployment may rely on the rest (another
+   * user's socket directory, a port below 1024). */
+  if (!check && !rebuild) {
+    int rv = coll_runner_start(&runner);
+    if (rv < 0)
+      TG_WARN("%s cannot start the check runner: %s: check_trace_processor "
+              "will not check", tg_notice_tag(TG_N_COLLECTOR_CHECK_NOT_MADE),
+              strerror(-rv));
+    if (geteuid() != 0 && (rv = coll_runner_drop_caps()) < 0) {
+      fprintf(stderr, COLL_PROG ": cannot give up its capabilities: %s\n",
+              strerror(-rv));
+      coll_runner_close(&runner);
+      return TG_EXIT_FAIL;
+    }
+  }
 
   tg_coll_config_t cfg;
   char err[1024] = "";
   if (tg_coll_config_load(config, &cfg, on_warning, NULL, err, sizeof(err)) < 0) {
     fprintf(stderr, COLL_PROG ": %s %s\n", TG_NOTE(COLLECTOR_CONFIG_INVALID),
             err);
+    coll_runner_close(&runner);
     return TG_EXIT_FAIL;
   }
   if (shard && tg_coll_config_set_shard(&cfg, shard) < 0) {
     fprintf(stderr, COLL_PROG ": --shard: expected I/N with 0 <= I < N <= "
             "65536, not '%.64s'\n", shard);
     tg_coll_config_free(&cfg);
+    coll_runner_close(&runner);
     return TG_EXIT_USAGE;
   }
   if (rebuild) return coll_rebuild(&coll, &cfg);
+  /* Without checks the runner has nothing to do: it ends now. */
+  if (!cfg.check_trace_processor[0]) coll_runner_close(&runner);
+  coll.runner = runner.pid > 0 ? &runner : NULL;
   coll.ready_fd = (int)ready_fd;
   coll.check_only = check;
   uv_loop_t *loop = uv_default_loop();
   if (coll_start(&coll, loop, &cfg) < 0) {
     tg_coll_config_free(&cfg);
+    coll_runner_close(&runner);
     return TG_EXIT_FAIL;
   }
   raise_fd_limit(coll.n);
@@ -159,6 +187,7 @@ int main(int argc, char **argv) {
   uv_signal_init(loop, &sig_hup);
   uv_signal_start(&sig_hup, on_hup, SIGHUP);
   uv_run(loop, UV_RUN_DEFAULT);
+  coll_runner_close(&runner);
   TG_INFO("stopped");
   return 0;
 }

@@ -24,6 +24,7 @@
 #define PKT_PREVIOUS_PACKET_DROPPED 42
 #define PKT_COMPRESSED_PACKETS 50 /* COMPRESSION_TYPE_DEFLATE */
 #define PKT_SYSTEM_INFO 45
+#define SI_MACHINE_NAME 17 /* Perfetto v57's SystemInfo.machine_name */
 #define PKT_MACHINE_ID 98
 #define PKT_REMOTE_CLOCK_SYNC 107 /* Perfetto's RemoteClockSync */
 #define PKT_TIMESTAMP 8
@@ -316,6 +317,18 @@ static bool names_reserved_track(const uint8_t *d, size_t n) {
   return false;
 }
 
+/* Whether the SystemInfo |d| (|n| bytes) names its machine: Perfetto from
+ * v57 takes the last name a machine's SystemInfo packets give, so a host's
+ * would rename it; the name is the operator's, which the merge writes. */
+static bool names_machine(const uint8_t *d, size_t n) {
+  tg_pb_reader_t r;
+  tg_pb_field_t fld;
+  tg_pb_reader_init(&r, d, n);
+  while (tg_pb_reader_next(&r, &fld) == 1)
+    if (fld.id == SI_MACHINE_NAME) return true;
+  return false;
+}
+
 /* Whether the TracingServiceEvent |e| (|n| bytes) holds a flush marker
  * (any occurrence: the check does not guess which one trace processor
  * reads); one that does not decode is the schema check's. */
@@ -375,6 +388,10 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
       case PKT_THREAD_DESCRIPTOR:
         hints |= TG__LINKS_HINT;
         break;
+      case PKT_SYSTEM_INFO:
+        if (fld.type == TG_PB_WT_LEN && names_machine(fld.data, fld.size))
+          reserved = true;
+        break;
       case PKT_SERVICE_EVENT:
         if (fld.type == TG_PB_WT_LEN && has_sorter_marker(fld.data, fld.size))
           marker = true;
@@ -397,7 +414,8 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
    * (trace_schema.h): a field of another wire type than Perfetto's schema
    * says, or a value it cannot take; and times it could not place on the
    * host's timeline (clock_model.h). Left out too, as it would rename a
-   * host: a descriptor of the names' tracks. */
+   * host: a descriptor of the names' tracks, a SystemInfo with a machine
+   * name. */
   tg_ts_clocks_t clocks;
   tg_trace_schema_verdict_t v =
       rv < 0 || (wrapper && inner) || reserved
@@ -552,6 +570,7 @@ int tg_merge_head(tg_merge_t *m, const tg_merge_self_t *self) {
     si.utsname = &un;
   }
   si.tracegate_hostname = copy.hostname;
+  si.machine_name = copy.hostname;
   si.has_num_cpus = 1;
   si.num_cpus = copy.num_cpus;
   /* The clock snapshot first: a packet without a machine id makes this
@@ -651,6 +670,11 @@ int tg_merge_host_preamble(tg_merge_t *m, tg_merge_host_t *mh,
   snprintf(hostname, sizeof(hostname), "%s",
            h->has_info && h->hostname[0] ? h->hostname : name);
   si.tracegate_hostname = hostname;
+  /* protobuf-c's string fields are not const; packing only reads them. */
+  char machine_name[TG_MERGE_NAME_MAX + 1];
+  memcpy(machine_name, name, name_len);
+  machine_name[name_len] = 0;
+  si.machine_name = machine_name;
   if (h->host_machine_id[0]) {
     snprintf(machine_id, sizeof(machine_id), "%s", h->host_machine_id);
     si.tracegate_machine_id = machine_id;

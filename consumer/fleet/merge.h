@@ -23,14 +23,17 @@
  * readings) into the merge's scratch buffer.
  *
  * A host's name is the operator's (the inventory's label, or the -H spec:
- * client/target.h), never what the host says of itself. Perfetto v50.1
- * keeps no name for a machine (its machine table has an id only, and the
- * UI labels a machine's tracks "(machine N)"), so the name goes on a root
- * track of the host's machine: trace processor's track table has it
+ * client/target.h), never what the host says of itself. It goes where
+ * each Perfetto reads one: SystemInfo.machine_name (field 17, read from
+ * v57: the machine table's name and the UI's label for the machine), and,
+ * as v50.1 keeps no name for a machine (its machine table has an id only,
+ * and the UI labels a machine's tracks "(machine N)"), a root track of
+ * the host's machine: trace processor's track table has it
  * (name, machine_id), and the UI draws it as a top-level group holding
  * the host's "clock sync" track (an instant per clock sync). Those tracks are on the collector's
  * sequence of that host, before any of the host's packets, with uuids
- * that TG_MERGE_NAME_UUID reserves (docs/merge.md "Host names").
+ * that TG_MERGE_NAME_UUID reserves (docs/merge.md "Host names"). A host's
+ * own SystemInfo that names its machine is left out: it would rename it.
  *
  * Owns: the shared state (tg_merge_t: the overflow range, the buffer
  * compressed_packets inflate into, the joined mode's tables and scratch

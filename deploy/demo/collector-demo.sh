@@ -4,7 +4,9 @@
 #
 # Two "hosts", each a tracegated with a tracegate-emit app and a
 # tracegate-relay on a port of its own, and one tracegate-collector keeping
-# a flight-recorder ring on both. An app on host1 fires the trigger
+# a flight-recorder ring on both. host2 also calls host1 (tracegate-emit
+# --rpc-client and --rpc-server): the snapshot holds those requests as
+# rpc.call and rpc.serve slices. An app on host1 fires the trigger
 # "demo-incident" (`tracegate trigger`, as tg_agent_activate_triggers
 # would); the collector snapshots both hosts at that moment into one merged
 # trace, stores it and lists it. The web page's URL is printed while the
@@ -68,6 +70,7 @@ for h in 1 2; do
   "$EMIT" --socket "$H/producer" --name "host$h-app" --track-events \
     --threads 2 --rate 500 --log-level warn 2>"$H/emit.log" &
   PIDS="$PIDS $!"
+  start_rpc "$H" "host$h" "$h"
   start_relay "$H" "host$h"
   echo "localhost:$RELAY_PORT" >>"$WORK/hosts"
 done

@@ -3,7 +3,11 @@
 #
 # Two "hosts", each a tracegated with tracegate-probes, a tracegate-emit and
 # a tracegate-relay on a port of its own, recorded for a few seconds through
-# mutual TLS by one `tracegate record` into one merged trace. Each host's
+# mutual TLS by one `tracegate record` into one merged trace. The hosts
+# also talk: a tracegate-emit on host2 calls one on host1 (--rpc-client,
+# --rpc-server), so the trace holds requests from one host to the other,
+# each an rpc.call slice on host2 and an rpc.serve slice on host1 sharing a
+# flow id derived from the request's traceparent (docs/agent.md). Each host's
 # probes also record kernel scheduling (linux.ftrace, demo.pbtxt), which
 # needs root: otherwise probes.log says why and the trace has no kernel
 # events. Everything it starts, it stops: at the end, on error and on Ctrl-C.
@@ -46,6 +50,7 @@ for h in 1 2; do
   "$EMIT" --socket "$H/producer" --name "host$h-app" --track-events \
     --threads 2 --rate 2000 --log-level warn 2>"$H/emit.log" &
   PIDS="$PIDS $!"
+  start_rpc "$H" "host$h" "$h"
   start_relay "$H" "host$h"
   PORTS="$PORTS $RELAY_PORT"
 done

@@ -1,8 +1,9 @@
 # Shared by demo.sh and collector-demo.sh (sourced, not run): the work
 # directory, the children started (PIDS) and stopped at the end, on error
 # and on Ctrl-C, the waits, the certificates and the hosts' service and
-# relay. The sourcing script sets DEMO (its name, for messages),
-# WORK_PREFIX, TOP, TRACEGATED and RELAY before sourcing.
+# relay, and the requests between the hosts. The sourcing script sets
+# DEMO (its name, for messages), WORK_PREFIX, TOP, TRACEGATED, RELAY and
+# EMIT before sourcing.
 
 WORK=$(mktemp -d "/tmp/${WORK_PREFIX}.XXXXXX")
 PIDS=""
@@ -62,4 +63,27 @@ start_relay() {
   wait_ready "$1/relay.ready" "$2 relay" "$1/relay.log"
   RELAY_PORT=$(sed -n 's/^ready \([0-9]*\).*/\1/p' "$1/relay.ready")
   echo "    relay of $2 listening on localhost:$RELAY_PORT (mutual TLS)"
+}
+
+# Requests between the hosts: on host 1 (N=1) a tracegate-emit answering
+# on a free loopback port (RPC_PORT), on host 2 one calling it 200 times
+# a second. Host DIR, NAME for messages.
+start_rpc() {
+  case $3 in
+  1)
+    "$EMIT" --socket "$1/producer" --name "$2-rpc-server" --rpc-server 0 \
+      --log-level warn --ready-fd 3 3>"$1/rpc.ready" 2>"$1/rpc.log" &
+    PIDS="$PIDS $!"
+    wait_ready "$1/rpc.ready" "$2 rpc server" "$1/rpc.log"
+    RPC_PORT=$(sed -n 's/^ready \([0-9]*\).*/\1/p' "$1/rpc.ready")
+    echo "    $2 answers requests on 127.0.0.1:$RPC_PORT (tracegate-emit --rpc-server)"
+    ;;
+  2)
+    "$EMIT" --socket "$1/producer" --name "$2-rpc-client" \
+      --rpc-client "127.0.0.1:$RPC_PORT" --rate 200 --log-level warn \
+      2>"$1/rpc.log" &
+    PIDS="$PIDS $!"
+    echo "    $2 calls host1 200 times a second (tracegate-emit --rpc-client)"
+    ;;
+  esac
 }

@@ -78,23 +78,35 @@ void write_config_ca(fleet_host_t *hosts, size_t n, const char *ca,
 void collector_start(collector_t *c) { collector_start_args(c, NULL); }
 
 void collector_start_args(collector_t *c, const char *const *extra) {
+  collector_start_wrapped(c, NULL, NULL, extra);
+}
+
+void collector_start_wrapped(collector_t *c, const char *const *wrapper,
+                             const char *collector, const char *const *extra) {
   int p[2];
   assert_int_equal(pipe2(p, O_CLOEXEC), 0);
   char fd[16];
   snprintf(fd, sizeof(fd), "%d", p[1]);
   int log = open(fleet_in_dir("collector.log"), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   assert_true(log >= 0);
-  const char *argv[16] = {"tracegate-collector", "--config",
-                          fleet_in_dir("collector.conf"), "--ready-fd", fd,
-                          "--log-level", "debug"};
-  size_t n = 7;
+  if (!collector) collector = TRACEGATE_COLLECTOR_PATH;
+  const char *argv[32];
+  size_t n = 0;
+  for (size_t i = 0; wrapper && wrapper[i]; i++) {
+    assert_true(n < 12);
+    argv[n++] = wrapper[i];
+  }
+  argv[n++] = wrapper ? collector : "tracegate-collector";
+  const char *own[] = {"--config", fleet_in_dir("collector.conf"),
+                       "--ready-fd", fd, "--log-level", "debug"};
+  for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++) argv[n++] = own[i];
   for (size_t i = 0; extra && extra[i]; i++) {
     assert_true(n + 1 < sizeof(argv) / sizeof(argv[0]));
     argv[n++] = extra[i];
   }
   argv[n] = NULL;
   tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
-  s.path = TRACEGATE_COLLECTOR_PATH;
+  s.path = wrapper ? wrapper[0] : collector;
   s.argv = argv;
   s.stdin_fd = TG_TEST_FD_DEVNULL;
   s.stdout_fd = log;

@@ -30,6 +30,12 @@ void collector_start(collector_t *c);
 /* The same with more arguments (NULL-terminated, at most 8; borrowed for
  * the call), e.g. "--shard", "1/2". */
 void collector_start_args(collector_t *c, const char *const *extra);
+/* The same run by |wrapper| (NULL-terminated, at most 12: a program by
+ * its path and its arguments, to which the collector's path and arguments
+ * are appended, e.g. setpriv as another user) and from |collector| (NULL:
+ * the build's). All borrowed for the call. */
+void collector_start_wrapped(collector_t *c, const char *const *wrapper,
+                             const char *collector, const char *const *extra);
 /* SIGTERM: it must exit 0 (and a sanitizer report would fail it). */
 void collector_stop(collector_t *c);
 /* Prints collector.log to stderr, for a failure's diagnosis. */

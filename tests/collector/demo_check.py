@@ -8,6 +8,9 @@ is up.
      and the collector is gone.
   2. Input not a terminal (/dev/null): the demo exits 0 on its own, names
      DEMO_HOLD=1 as the way to keep the page up, and stops the collector.
+  3. After each run, with PERFETTO_BIN (Perfetto's trace_processor_shell):
+     the snapshot it saved holds the requests between its hosts, rpc.call
+     slices (host2's client) and rpc.serve slices (host1's server).
 
 usage: demo_check.py SCRIPT BUILD_DIR. Exit 0: both held; 1: a check
 failed (said on stderr); 2: usage.
@@ -30,6 +33,40 @@ _opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 class CheckFailed(Exception):
     pass
+
+
+SNAPSHOT = "demo-fleet-snapshot.pftrace"
+RPC_SQL = ("select name, count(*) as n from slice where category = 'rpc' "
+           "group by name order by name;\n")
+
+
+def rpc_slices(cwd, run):
+    """The rpc.call and rpc.serve slices of the snapshot the demo saved in
+    cwd, counted by trace processor; a note when PERFETTO_BIN is unset."""
+    tp_dir = os.environ.get("PERFETTO_BIN")
+    if not tp_dir:
+        return "%s: rpc slices not checked (PERFETTO_BIN not set)" % run
+    trace = os.path.join(cwd, SNAPSHOT)
+    if not os.path.exists(trace):
+        raise CheckFailed("%s: the demo saved no %s" % (run, SNAPSHOT))
+    sql = os.path.join(cwd, "rpc.sql")
+    with open(sql, "w") as f:
+        f.write(RPC_SQL)
+    p = subprocess.run([os.path.join(tp_dir, "trace_processor_shell"), "-q",
+                        sql, trace], stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, timeout=120)
+    if p.returncode != 0:
+        raise CheckFailed("%s: trace processor failed on %s (%d)"
+                          % (run, SNAPSHOT, p.returncode))
+    counts = {}
+    for line in p.stdout.decode().splitlines()[1:]:
+        name, n = line.rsplit(",", 1)
+        counts[name.strip('"')] = int(n)
+    if not counts.get("rpc.call") or not counts.get("rpc.serve"):
+        raise CheckFailed("%s: the snapshot holds no requests between the "
+                          "hosts: %r" % (run, counts))
+    return "%s: the snapshot holds %d rpc.call and %d rpc.serve slices" % (
+        run, counts["rpc.call"], counts["rpc.serve"])
 
 
 def healthz(url):
@@ -114,7 +151,12 @@ def main():
     with tempfile.TemporaryDirectory(prefix="tg-demo-check-") as cwd:
         try:
             print("demo_check: " + from_a_terminal(script, build, cwd))
+            print("demo_check: " + rpc_slices(cwd, "terminal"))
+            # The second run must save its own.
+            if os.path.exists(os.path.join(cwd, SNAPSHOT)):
+                os.remove(os.path.join(cwd, SNAPSHOT))
             print("demo_check: " + without_a_terminal(script, build, cwd))
+            print("demo_check: " + rpc_slices(cwd, "no terminal"))
         except (CheckFailed, subprocess.TimeoutExpired) as e:
             print("demo_check: FAILED: %s" % e, file=sys.stderr)
             return 1

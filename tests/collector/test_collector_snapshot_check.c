@@ -13,7 +13,15 @@
  *
  * The collector's own check (check_trace_processor), with a stand-in for
  * trace processor that refuses what holds one host's marker: the problem
- * lands in that host's row alone, as the API shows it.
+ * lands in that host's row alone, as the API shows it, with the uid the
+ * check ran as (65534: the collector's check runner switched to it).
+ *
+ * The collector as another uid than root (setpriv; as root only): with
+ * ambient CAP_SETUID and CAP_SETGID (the systemd unit's) the check still
+ * runs as 65534, in no group, with no capability, as a stand-in that says
+ * its ids and capabilities (capsh) shows in the problem's why; without
+ * them it runs as the collector's uid, and the problem's notice (TG-5074)
+ * and the log say so.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -296,6 +305,24 @@ static void fake_tp(const char *path, const char *marker) {
   assert_int_equal(chmod(path, 0755), 0);
 }
 
+/* Host row |row|'s first problem in |got|: its |field| is |want| (JSON
+ * text), or, with |want| NULL, it has no such field. */
+static void assert_problem(const char *got, size_t row, const char *field,
+                           const char *want) {
+  char key[96];
+  if (want) {
+    snprintf(key, sizeof(key), "hosts.%zu.problems.0.%s", row, field);
+    assert_json(got, key, want);
+    return;
+  }
+  snprintf(key, sizeof(key), "hosts.%zu.problems.0", row);
+  char quoted[64];
+  snprintf(quoted, sizeof(quoted), "\"%s\"", field);
+  const char *p = tg_test_json(got, key);
+  assert_non_null(p);
+  assert_null(strstr(p, quoted));
+}
+
 /* GET /api/v1/snapshots/ID into |out| until host |spec|'s problems are
  * not empty (the check runs after the snapshot is stored); its row's
  * index. */
@@ -341,12 +368,14 @@ static void the_collector_records_the_host_that_fails(void **state) {
   snprintf(b, sizeof(b), "%s", h[1].spec);
   const char *got = fleet_in_dir("got.json");
   size_t rb = wait_problems(&c, id, b, got);
-  snprintf(key, sizeof(key), "hosts.%zu.problems.0.kind", rb);
-  assert_json(got, key, "\"import\"");
-  snprintf(key, sizeof(key), "hosts.%zu.problems.0.code", rb);
-  assert_json(got, key, "\"TG-5070\"");
-  snprintf(key, sizeof(key), "hosts.%zu.problems.0.why", rb);
-  assert_json(got, key, "\"trace processor: refused for spoilB\"");
+  assert_problem(got, rb, "kind", "\"import\"");
+  assert_problem(got, rb, "code", "\"TG-5070\"");
+  assert_problem(got, rb, "why", "\"trace processor: refused for spoilB\"");
+  /* Root's check runner switched to 65534: nothing to notice. */
+  if (!tg_test_other_user_unavailable()) {
+    assert_problem(got, rb, "uid", "65534");
+    assert_problem(got, rb, "notice", NULL);
+  }
   snprintf(key, sizeof(key), "hosts.%zu.problems", 1 - rb);
   assert_json(got, key, "[]");
   /* The state is the hosts' delivery's: the check adds a problem only. */
@@ -357,10 +386,174 @@ static void the_collector_records_the_host_that_fails(void **state) {
   tg_test_rm_rf(tp_dir);
 }
 
+/* The uid the collector runs as in the tests below: not root, not 65534. */
+#define COLLECTOR_UID 4243
+
+static uid_t g_owner;
+
+static int chown_one(const char *path, const struct stat *st, int flag,
+                     struct FTW *ftw) {
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  return lchown(path, g_owner, g_owner) == 0 ? 0 : -1;
+}
+
+/* The fleet directory and all below it to |uid| (the collector's files
+ * are its own; the test, root, reaches them still). */
+static void fleet_dir_owner(uid_t uid) {
+  g_owner = uid;
+  assert_int_equal(nftw(fleet_in_dir("."), chown_one, 16, FTW_PHYS), 0);
+}
+
+/* Process |pid|'s capability set |which| ("CapEff: ..."), as /proc shows
+ * it (16 hex digits), into |out|; "" when there is no such line. */
+static void cap_set_of(pid_t pid, const char *which, char *out, size_t cap) {
+  char path[64], line[256];
+  snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+  out[0] = 0;
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  size_t n = strlen(which);
+  while (fgets(line, sizeof(line), f))
+    if (!strncmp(line, which, n) && line[n] == ':')
+      snprintf(out, cap, "%.16s", line + n + 2);
+  fclose(f);
+}
+
+/* The collector gave up every capability; its one child, the check
+ * runner, kept CAP_SETUID and CAP_SETGID (0xc0) alone, none to pass on. */
+static void assert_caps_split(pid_t collector) {
+  static const char *const sets[] = {"CapInh", "CapPrm", "CapEff", "CapAmb"};
+  char got[32];
+  for (size_t i = 0; i < 4; i++) {
+    cap_set_of(collector, sets[i], got, sizeof(got));
+    assert_string_equal(got, "0000000000000000");
+  }
+  char path[96], kids[64] = "";
+  snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)collector,
+           (int)collector);
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    print_message("note: no %s (CONFIG_PROC_CHILDREN): the runner's "
+                  "capabilities are not looked at\n", path);
+    return;
+  }
+  size_t n = fread(kids, 1, sizeof(kids) - 1, f);
+  fclose(f);
+  kids[n] = 0;
+  pid_t runner = (pid_t)atoi(kids);
+  assert_true(runner > 0);
+  static const char *const want[] = {"0000000000000000", "00000000000000c0",
+                                     "00000000000000c0", "0000000000000000"};
+  for (size_t i = 0; i < 4; i++) {
+    cap_set_of(runner, sets[i], got, sizeof(got));
+    assert_string_equal(got, want[i]);
+  }
+}
+
+static const char *first_program(const char *a, const char *b) {
+  return access(a, X_OK) == 0 ? a : access(b, X_OK) == 0 ? b : NULL;
+}
+
+/* The collector as COLLECTOR_UID, started by setpriv with ambient
+ * CAP_SETUID and CAP_SETGID when |caps|, and a stand-in for trace
+ * processor that refuses every file saying its ids and capabilities: the
+ * first host's problem, in |got|; its row's index. */
+static size_t check_as_another_uid(bool caps, char *id, size_t id_cap,
+                                   const char *got) {
+  const char *setpriv = first_program("/usr/bin/setpriv", "/bin/setpriv");
+  const char *capsh = first_program("/usr/sbin/capsh", "/sbin/capsh");
+  if (!setpriv || !capsh) {
+    print_message("skipped: the collector as another uid needs setpriv "
+                  "(util-linux) and capsh (libcap2-bin): %s is missing\n",
+                  setpriv ? "capsh" : "setpriv");
+    skip();
+  }
+  char tp_dir[256], tp[512], bin[512], extra[800], body[600];
+  assert_int_equal(tg_test_mkdtemp(tp_dir, sizeof(tp_dir), "faketp"), 0);
+  assert_int_equal(tg_test_other_user_dir(tp_dir, 0755), 0);
+  /* In trace processor's sandbox /proc is out of reach: capsh asks the
+   * kernel (capget) for the capabilities ("=" for none). */
+  snprintf(body, sizeof(body),
+           "printf 'ids %%s:%%s:%%s caps %%s\\n' \"$(id -u)\" \"$(id -g)\" "
+           "\"$(id -G)\" \"$(%s --print | sed -n 's/^Current: *//p')\" >&2\n"
+           "exit 1", capsh);
+  assert_int_equal(tg_test_write_script(tp_dir, "ids_tp.sh", body, tp,
+                                        sizeof(tp)), 0);
+  /* The build tree may lie where that uid cannot go. */
+  assert_int_equal(tg_test_copy_program(TRACEGATE_COLLECTOR_PATH, tp_dir, bin,
+                                        sizeof(bin)), 0);
+  snprintf(extra, sizeof(extra), "check_trace_processor = %s\n"
+           "check_timeout = 60s\ncheck_memory = 1G\n", tp);
+  fleet_host_t h[2];
+  collector_t c;
+  start_hosts(h, 2);
+  write_config(h, 2, extra);
+  fleet_dir_owner(COLLECTOR_UID);
+  char uid[32];
+  snprintf(uid, sizeof(uid), "%d", COLLECTOR_UID);
+  const char *with_caps[] = {setpriv, "--reuid", uid, "--regid", uid,
+                             "--clear-groups", "--inh-caps=+setuid,+setgid",
+                             "--ambient-caps=+setuid,+setgid", "--", NULL};
+  const char *without[] = {setpriv, "--reuid", uid, "--regid", uid,
+                           "--clear-groups", "--inh-caps=-all", "--", NULL};
+  collector_start_wrapped(&c, caps ? with_caps : without, bin, NULL);
+  for (size_t i = 0; i < 2; i++)
+    assert_int_equal(raw_producer_wait_started(&h[i].p, FLEET_WAIT_MS), 0);
+  wait_hosts(&c, 2, "tracing");
+  if (caps) assert_caps_split(c.pid);
+  fleet_commit_packets(&h[0].p, 0, "hostA", 1, 5);
+  fleet_commit_packets(&h[1].p, 0, "hostB", 1, 7);
+  const char *json = fleet_in_dir("snap.json");
+  snprintf(id, id_cap, "%s", snapshot(&c, h, 2, json));
+  size_t row = wait_problems(&c, id, h[0].spec, got);
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+  fleet_dir_owner(0);
+  tg_test_rm_rf(tp_dir);
+  return row;
+}
+
+static void a_collector_not_root_checks_as_nobody(void **state) {
+  (void)state;
+  TG_TEST_REQUIRE_OTHER_USER();
+  char got[512], id[32];
+  snprintf(got, sizeof(got), "%s", fleet_in_dir("got.json"));
+  size_t row = check_as_another_uid(true, id, sizeof(id), got);
+  assert_problem(got, row, "code", "\"TG-5070\"");
+  assert_problem(got, row, "uid", "65534");
+  /* Its own ids, no group, no capability. */
+  assert_problem(got, row, "why",
+                 "\"trace processor: ids 65534:65534:65534 caps =\"");
+  assert_problem(got, row, "notice", NULL);
+}
+
+static void a_collector_without_setuid_says_it_kept_its_uid(void **state) {
+  (void)state;
+  TG_TEST_REQUIRE_OTHER_USER();
+  char got[512], id[32], want[128];
+  snprintf(got, sizeof(got), "%s", fleet_in_dir("got.json"));
+  size_t row = check_as_another_uid(false, id, sizeof(id), got);
+  snprintf(want, sizeof(want), "%d", COLLECTOR_UID);
+  assert_problem(got, row, "uid", want);
+  assert_problem(got, row, "notice", "\"TG-5074\"");
+  /* It ran all the same, sandboxed, as the collector's uid. */
+  snprintf(want, sizeof(want), "\"trace processor: ids %d:%d:%d caps =\"",
+           COLLECTOR_UID, COLLECTOR_UID, COLLECTOR_UID);
+  assert_problem(got, row, "why", want);
+  char said[64];
+  snprintf(said, sizeof(said), "[TG-5074] snapshot %s", id);
+  wait_log(said);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FLEET_TEST(check_names_the_host_that_fails),
       FLEET_TEST(the_collector_records_the_host_that_fails),
+      FLEET_TEST(a_collector_not_root_checks_as_nobody),
+      FLEET_TEST(a_collector_without_setuid_says_it_kept_its_uid),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }

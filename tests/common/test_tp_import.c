@@ -59,12 +59,7 @@ static int teardown(void **state) {
 
 /* A stand-in named |name| running |body| (sh); its path in |out|. */
 static void script(const char *name, const char *body, char *out, size_t cap) {
-  snprintf(out, cap, "%s/%s", g_dir, name);
-  FILE *f = fopen(out, "w");
-  assert_non_null(f);
-  fprintf(f, "#!/bin/sh\n%s\n", body);
-  assert_int_equal(fclose(f), 0);
-  assert_int_equal(chmod(out, 0755), 0);
+  assert_int_equal(tg_test_write_script(g_dir, name, body, out, cap), 0);
 }
 
 static tg_tp_verdict_t run_as(const char *body, uint64_t timeout_ms,

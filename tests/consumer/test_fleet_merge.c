@@ -351,6 +351,91 @@ static void a_hosts_descriptor_of_a_name_uuid_is_left_out(void **state) {
   assert_true(tg_buf_size(&fx->sink.out) > 0);
 }
 
+/* The machine names of the SystemInfo packets written (field 17), with
+ * their machine ids; returns how many there are. */
+static size_t machine_names(const fixture_t *fx, uint32_t *machine,
+                            char (*name)[64], size_t max) {
+  const uint8_t *b = tg_buf_begin(&fx->sink.out);
+  size_t size = tg_buf_size(&fx->sink.out), found = 0;
+  tg_pb_reader_t tr;
+  tg_pb_field_t pkt;
+  tg_pb_reader_init(&tr, b, size);
+  while (tg_pb_reader_next(&tr, &pkt) == 1) {
+    tg_pb_reader_t r;
+    tg_pb_field_t f;
+    tg_pb_reader_init(&r, pkt.data, pkt.size);
+    const uint8_t *si = NULL;
+    size_t si_n = 0;
+    uint32_t mid = 0;
+    while (tg_pb_reader_next(&r, &f) == 1) {
+      if (f.id == 45) si = f.data, si_n = f.size;
+      if (f.id == 98) mid = (uint32_t)f.value;
+    }
+    if (!si) continue;
+    tg_pb_reader_init(&r, si, si_n);
+    while (tg_pb_reader_next(&r, &f) == 1) {
+      if (f.id != 17) continue;
+      assert_true(found < max);
+      machine[found] = mid;
+      snprintf(name[found], sizeof(name[found]), "%.*s", (int)f.size, f.data);
+      found++;
+    }
+  }
+  return found;
+}
+
+/* Perfetto from v57 names a machine from SystemInfo.machine_name: each
+ * host's is the operator's name for it, not what the host calls itself,
+ * and the collector's (machine 0) is its hostname. */
+static void each_hosts_system_info_names_its_machine(void **state) {
+  fixture_t *fx = *state;
+  static const char *const names[SCRIPT_HOSTS] = {SCRIPT_NAMES};
+  assert_int_equal(op_head(fx), 0);
+  tg_fleet_host_report_t h;
+  for (size_t i = 0; i < SCRIPT_HOSTS; i++) {
+    memset(&h, 0, sizeof(h));
+    h.has_info = true;
+    snprintf(h.hostname, sizeof(h.hostname), "%s", names[(i + 1) % SCRIPT_HOSTS]);
+    assert_int_equal(
+        tg_merge_host_preamble(&fx->m, &fx->hosts[i], &h, names[i]), 0);
+  }
+  uint32_t machine[8];
+  char name[8][64];
+  assert_int_equal(machine_names(fx, machine, name, 8), SCRIPT_HOSTS + 1);
+  assert_int_equal(machine[0], 0);
+  assert_string_equal(name[0], SCRIPT_HOSTNAME);
+  for (size_t i = 0; i < SCRIPT_HOSTS; i++) {
+    assert_int_equal(machine[i + 1], i + 1);
+    assert_string_equal(name[i + 1], names[i]);
+  }
+}
+
+/* A host's own SystemInfo that names its machine would rename it in
+ * Perfetto from v57 (the last name read wins): left out, counted; one
+ * without a name goes through. */
+static void a_hosts_system_info_naming_its_machine_is_left_out(void **state) {
+  fixture_t *fx = *state;
+  uint8_t p[64];
+  tg_pbw_t w;
+  tg_pbw_init(&w, p, sizeof(p), NULL, NULL);
+  tg_pbw_begin_nested(&w, 45);
+  tg_pbw_append_string(&w, 17, "impostor");
+  tg_pbw_end_nested(&w);
+  tg_pbw_append_varint(&w, 10, 1);
+  assert_int_equal(tg_pbw_error(&w), 0);
+  host_sends(fx, 0, p, (size_t)tg_pbw_written(&w));
+  assert_int_equal(tg_buf_size(&fx->sink.out), 0);
+  assert_int_equal(fx->hosts[0].malformed, 1);
+  tg_pbw_init(&w, p, sizeof(p), NULL, NULL);
+  tg_pbw_begin_nested(&w, 45);
+  tg_pbw_append_varint(&w, 8, 4);
+  tg_pbw_end_nested(&w);
+  tg_pbw_append_varint(&w, 10, 1);
+  host_sends(fx, 0, p, (size_t)tg_pbw_written(&w));
+  assert_int_equal(fx->hosts[0].malformed, 1);
+  assert_true(tg_buf_size(&fx->sink.out) > 0);
+}
+
 /* --- packets without a sequence id ------------------------------------------ */
 
 /* A host's packets that carry no sequence id, each of which trace
@@ -1427,6 +1512,11 @@ int main(void) {
           each_hosts_name_is_a_root_track_of_its_machine, setup, teardown),
       cmocka_unit_test_setup_teardown(
           a_hosts_descriptor_of_a_name_uuid_is_left_out, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          each_hosts_system_info_names_its_machine, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          a_hosts_system_info_naming_its_machine_is_left_out, setup,
+          teardown),
       cmocka_unit_test_setup_teardown(trace_processor_has_each_hosts_name,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(

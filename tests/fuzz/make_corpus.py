@@ -902,6 +902,35 @@ def traceparent_corpus():
     }
 
 
+def emit_rpc_corpus():
+    """tracegate-emit's rpc lines (agent/emit/rpc_wire.c): a connection's
+    bytes, requests and answers alike: calls, pings, garbage, a line at
+    and past the maximum, half a request, and pongs."""
+    tp = (b"00-4bf92f3577b34da6a3ce929d0cf0e4f7-00f067aa0ba902b7-01")
+    call = b"traceparent: " + tp + b"\n"
+    return {
+        "call": call,
+        "calls_and_ping": call + b"ping\n" + call,
+        "call_crlf_tabs": b"traceparent:\t" + tp + b" \t\r\n",
+        "call_future": b"traceparent: cc" + tp[2:] + b"-more\n",
+        "call_uppercase": b"traceparent: " + tp.upper() + b"\n",
+        "call_no_space": b"traceparent:" + tp + b"\n",
+        "call_zero_trace": b"traceparent: 00-" + b"0" * 32 + tp[35:] + b"\n",
+        "garbage_then_call": b"\x00\xff hello\n" + call,
+        "half": call[:30],
+        "at_max": b"x" * 255 + b"\n",
+        "past_max": b"x" * 256 + b"\n" + call,
+        "empty_lines": b"\n\n\r\n",
+        "ok": b"ok\n",
+        "error": b"error\n",
+        "pong": b"pong recording=1 served=18446744073709551615 malformed=0\n",
+        "pong_over": b"pong recording=1 served=18446744073709551616 malformed=0\n",
+        "pong_zero_led": b"pong recording=0 served=01 malformed=0\n",
+        "pong_recording_2": b"pong recording=2 served=1 malformed=0\n",
+        "pong_extra": b"pong recording=0 served=1 malformed=0 x\n",
+    }
+
+
 def write(target, files):
     d = os.path.join(CORPUS, target)
     os.makedirs(d, exist_ok=True)
@@ -1629,6 +1658,7 @@ def main():
     write("fuzz_tls_ecdsa", tls_ecdsa_corpus())
     write("fuzz_units", units_corpus())
     write("fuzz_traceparent", traceparent_corpus())
+    write("fuzz_emit_rpc", emit_rpc_corpus())
     write("fuzz_json_text", json_text_corpus())
     write("fuzz_cli_ftrace_loss", cli_ftrace_loss_corpus())
     write("fuzz_merge", merge_corpus())

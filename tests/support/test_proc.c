@@ -318,6 +318,17 @@ int tg_test_tp_answer(const char *path, const char *sql, char *out,
   return 1;
 }
 
+int tg_test_write_script(const char *dir, const char *name, const char *body,
+                         char *out, size_t cap) {
+  int n = snprintf(out, cap, "%s/%s", dir, name);
+  if (n < 0 || (size_t)n >= cap) return -ENAMETOOLONG;
+  FILE *f = fopen(out, "w");
+  if (!f) return -errno;
+  fprintf(f, "#!/bin/sh\n%s\n", body);
+  if (fclose(f) != 0) return -errno;
+  return chmod(out, 0755) == 0 ? 0 : -errno;
+}
+
 int tg_test_copy_program(const char *src, const char *dir, char *out,
                          size_t cap) {
   if (strncmp(dir, MKDTEMP_PREFIX, strlen(MKDTEMP_PREFIX)) != 0) {

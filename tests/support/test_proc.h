@@ -117,6 +117,11 @@ int tg_test_become_nobody(void);
  * |dir| is one tg_test_other_user_dir opened. Returns 0 or -errno. */
 int tg_test_copy_program(const char *src, const char *dir, char *out,
                          size_t cap);
+/* Writes |dir|/|name| as a shell script (#!/bin/sh, then |body| and a
+ * newline), mode 0755: a stand-in for a program the code under test
+ * runs. Its path into |out|. Returns 0 or -errno. */
+int tg_test_write_script(const char *dir, const char *name, const char *body,
+                         char *out, size_t cap);
 
 /* Runs deploy/certs/tg-certs in |dir| with |args|, words separated by
  * spaces ("client pki alice --role record"), its output discarded. Returns
