@@ -135,37 +135,50 @@ void tg_merge_host_free(tg_merge_host_t *mh) {
  * RemoteClockSync, which are read before that check. The merge applies
  * the same rule to the packets it writes, and leaves out those skipped. */
 
+/* A per-sequence slot: merge_links.h. */
+void *tg__merge_slot(tg_u32_map_t *map, void **items, uint32_t *n,
+                     uint32_t *cap, size_t size, uint32_t seq, bool add,
+                     int *err) {
+  uint32_t ix;
+  if (!tg_u32_map_get(map, seq, &ix)) {
+    if (!add || *n >= TG_MERGE_HOST_MAX_STATE_SEQS) return NULL;
+    if (*n == *cap) {
+      uint32_t c = *cap ? *cap * 2 : 16;
+      if (c > TG_MERGE_HOST_MAX_STATE_SEQS) c = TG_MERGE_HOST_MAX_STATE_SEQS;
+      void *a = realloc(*items, (size_t)c * size);
+      if (!a) {
+        *err = -ENOMEM;
+        return NULL;
+      }
+      *items = a;
+      *cap = c;
+    }
+    ix = *n;
+    int rv = tg_u32_map_put(map, seq, ix);
+    if (rv < 0) {
+      if (rv == -ENOMEM) *err = rv;
+      return NULL;
+    }
+    memset((uint8_t *)*items + (size_t)ix * size, 0, size);
+    (*n)++;
+  }
+  return (uint8_t *)*items + (size_t)ix * size;
+}
+
 /* |seq|'s slot, or NULL when it has none and |add| is false, the table is
  * at its bound, or memory is short (*err = -ENOMEM). */
 static tg_merge_iseq_t *iseq_find(tg_merge_host_t *mh, uint32_t seq, bool add,
                                   int *err) {
   if (mh->last_iseq && mh->last_seq == seq) return &mh->iseqs[mh->last_iseq - 1];
-  uint32_t ix;
-  if (!tg_u32_map_get(&mh->istate, seq, &ix)) {
-    if (!add || mh->n_iseqs >= TG_MERGE_HOST_MAX_STATE_SEQS) return NULL;
-    if (mh->n_iseqs == mh->cap_iseqs) {
-      uint32_t cap = mh->cap_iseqs ? mh->cap_iseqs * 2 : 16;
-      if (cap > TG_MERGE_HOST_MAX_STATE_SEQS) cap = TG_MERGE_HOST_MAX_STATE_SEQS;
-      tg_merge_iseq_t *a = realloc(mh->iseqs, cap * sizeof(*a));
-      if (!a) {
-        *err = -ENOMEM;
-        return NULL;
-      }
-      mh->iseqs = a;
-      mh->cap_iseqs = cap;
-    }
-    ix = mh->n_iseqs;
-    int rv = tg_u32_map_put(&mh->istate, seq, ix);
-    if (rv < 0) {
-      if (rv == -ENOMEM) *err = rv;
-      return NULL;
-    }
-    mh->iseqs[ix] = (tg_merge_iseq_t){0};
-    mh->n_iseqs++;
-  }
+  void *items = mh->iseqs;
+  tg_merge_iseq_t *q =
+      tg__merge_slot(&mh->istate, &items, &mh->n_iseqs, &mh->cap_iseqs,
+                     sizeof(*q), seq, add, err);
+  mh->iseqs = items;
+  if (!q) return NULL;
   mh->last_seq = seq;
-  mh->last_iseq = ix + 1;
-  return &mh->iseqs[ix];
+  mh->last_iseq = (uint32_t)(q - mh->iseqs) + 1;
+  return q;
 }
 
 static void iseq_lose(tg_merge_host_t *mh, tg_merge_iseq_t *q, uint64_t n) {

@@ -132,32 +132,15 @@ const char *tg_merge_app_tracks_name(tg_merge_app_tracks_t mode) {
  * packets stay on the host's machine) or without memory (*err). */
 static tg_merge_jseq_t *jseq_find(tg_merge_host_t *mh, uint32_t seq, int *err) {
   if (mh->jlast_ix && mh->jlast_seq == seq) return &mh->jseqs[mh->jlast_ix - 1];
-  uint32_t ix;
-  if (!tg_u32_map_get(&mh->jseq_map, seq, &ix)) {
-    if (mh->n_jseqs >= TG_MERGE_HOST_MAX_STATE_SEQS) return NULL;
-    if (mh->n_jseqs == mh->cap_jseqs) {
-      uint32_t cap = mh->cap_jseqs ? mh->cap_jseqs * 2 : 16;
-      if (cap > TG_MERGE_HOST_MAX_STATE_SEQS) cap = TG_MERGE_HOST_MAX_STATE_SEQS;
-      tg_merge_jseq_t *a = realloc(mh->jseqs, cap * sizeof(*a));
-      if (!a) {
-        *err = -ENOMEM;
-        return NULL;
-      }
-      mh->jseqs = a;
-      mh->cap_jseqs = cap;
-    }
-    ix = mh->n_jseqs;
-    int rv = tg_u32_map_put(&mh->jseq_map, seq, ix);
-    if (rv < 0) {
-      if (rv == -ENOMEM) *err = rv;
-      return NULL;
-    }
-    mh->jseqs[ix] = (tg_merge_jseq_t){0};
-    mh->n_jseqs++;
-  }
+  void *items = mh->jseqs;
+  tg_merge_jseq_t *q =
+      tg__merge_slot(&mh->jseq_map, &items, &mh->n_jseqs, &mh->cap_jseqs,
+                     sizeof(*q), seq, true, err);
+  mh->jseqs = items;
+  if (!q) return NULL;
   mh->jlast_seq = seq;
-  mh->jlast_ix = ix + 1;
-  return &mh->jseqs[ix];
+  mh->jlast_ix = (uint32_t)(q - mh->jseqs) + 1;
+  return q;
 }
 
 /* --- the walk of a packet -------------------------------------------------------- */

@@ -23,6 +23,7 @@
 
 #include "common/buf.h"
 #include "consumer/fleet/merge.h"
+#include "test_proc.h"
 #include "tracegate/pb_wire.h"
 #include "tracegate/pb_writer.h"
 
@@ -468,29 +469,21 @@ static void machines_mode_keeps_app_tracks_on_the_hosts(void **state) {
 
 #define REQUESTS 10000
 
-/* Runs trace processor on the merged trace with |query|; its last line
- * in |out|. False when PERFETTO_BIN is not set (the test is skipped). */
+/* Trace processor's answer to |query| over the merged trace (its last
+ * line, in |out|): tests/support/test_proc.h. False when PERFETTO_BIN is
+ * not set. */
 static bool tp_last_line(const fixture_t *fx, const char *query, char *out,
                          size_t cap) {
-  const char *bin = getenv("PERFETTO_BIN");
-  if (!bin || !*bin) return false;
   char path[] = "/tmp/tg-links-XXXXXX";
   int fd = mkstemp(path);
   assert_true(fd >= 0);
   size_t n = tg_buf_size(&fx->out);
   assert_int_equal(write(fd, tg_buf_begin(&fx->out), n), (ssize_t)n);
   close(fd);
-  char cmd[2048], line[512];
-  snprintf(cmd, sizeof(cmd), "'%s/trace_processor_shell' -Q \"%s\" '%s' "
-           "2>/dev/null", bin, query, path);
-  FILE *tp = popen(cmd, "r");
-  assert_non_null(tp);
-  out[0] = 0;
-  while (fgets(line, sizeof(line), tp)) snprintf(out, cap, "%s", line);
-  int status = pclose(tp);
+  int rv = tg_test_tp_answer(path, query, out, cap);
   unlink(path);
-  assert_int_equal(status, 0);
-  return true;
+  assert_true(rv >= 0);
+  return rv == 1;
 }
 
 /* Host alpha's client slices (absolute BOOTTIME times) start a flow each;
