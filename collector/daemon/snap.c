@@ -652,8 +652,7 @@ static void snap_links_end(coll_snap_t *s) {
   tg_merge_links_end(&s->m, s->n, snap_merge_host, s);
   for (size_t i = 0; i < s->n; i++) {
     const tg_merge_host_t *mh = &s->hosts[i].mh;
-    uint64_t left = mh->joined_refused + mh->joined_clock + mh->joined_pids +
-                    mh->joined_uuid;
+    uint64_t left = tg_merge_joined_left_out(mh);
     if (!left && !mh->flows_unmatched && !mh->flows_unfollowed &&
         !mh->joined_unclocked)
       continue;
@@ -695,7 +694,8 @@ static void store_result(coll_snap_t *s) {
         .error = whole ? NULL : sh->err,
         .bytes = sh->bytes,
         .packets = sh->packets,
-        .loss = sh->loss + sh->mh.malformed + sh->mh.state_lost,
+        .loss = sh->loss + sh->mh.malformed + sh->mh.state_lost +
+                tg_merge_joined_left_out(&sh->mh),
         .window_first_ms = host_real_ms(sh->fh, sh->win.first_ns),
         .window_last_ms = host_real_ms(sh->fh, sh->win.last_ns),
         .boost = coll_boosts_row(s->boost, i),

@@ -343,6 +343,14 @@ void tg_merge_host_end(tg_merge_host_t *mh);
  * whose other end is not in the file are counted in their hosts'
  * flows_unmatched; |host_at(ctx, i)| is the host of index i (machine
  * i + 1; NULL: not counted), for i < |n|. Once; nothing in MACHINES. */
+/* The app packets of |mh| the joined mode left out (joined_refused,
+ * _clock, _pids, _uuid): a loss of the host beside malformed and
+ * state_lost. */
+static inline uint64_t tg_merge_joined_left_out(const tg_merge_host_t *mh) {
+  return mh->joined_refused + mh->joined_clock + mh->joined_pids +
+         mh->joined_uuid;
+}
+
 void tg_merge_links_end(tg_merge_t *m, size_t n,
                         tg_merge_host_t *(*host_at)(void *ctx, size_t i),
                         void *ctx);

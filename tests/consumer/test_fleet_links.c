@@ -23,6 +23,7 @@
 
 #include "common/buf.h"
 #include "consumer/fleet/merge.h"
+#include "consumer/fleet/merge_problem.h"
 #include "test_proc.h"
 #include "tracegate/pb_wire.h"
 #include "tracegate/pb_writer.h"
@@ -344,6 +345,15 @@ static void another_hosts_uuid_is_left_out(void **state) {
   send_event(fx, 1, 5, 60000 * MS, SLICE_BEGIN, 0x77, "into", 0);
   assert_int_equal(tg_buf_size(&fx->out), size);
   assert_int_equal(fx->hosts[1].joined_uuid, 2);
+  /* A loss of the host, and its problem (merge_problem.h). */
+  assert_int_equal(tg_merge_joined_left_out(&fx->hosts[1]), 2);
+  tg_merge_left_outs_t left;
+  tg_merge_left_outs(&fx->hosts[1], &left);
+  assert_int_equal(left.n, 1);
+  assert_int_equal(left.items[0].reason, TG_MERGE_LEFT_APP_TRACKS);
+  assert_int_equal(left.items[0].packets, 2);
+  assert_int_equal(tg_merge_left_reason_code(TG_MERGE_LEFT_APP_TRACKS),
+                   TG_N_COLLECTOR_APP_TRACKS);
   send_event(fx, 0, 5, 60000 * MS, SLICE_BEGIN, 0x77, "own", 0);
   assert_true(tg_buf_size(&fx->out) > size);
   assert_int_equal(fx->hosts[0].joined_uuid, 0);
