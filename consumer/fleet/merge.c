@@ -463,7 +463,8 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
   }
   /* The joined mode's verdict, before the packet's effects on the
    * host's models: one it leaves out has none. */
-  tg__links_t links = {0};
+  tg__links_t links;
+  links.to_m0 = false;
   bool joined = m->app_tracks == TG_MERGE_APP_JOINED;
   if (joined && (rv = tg__links_classify(m, mh, p, n, (uint32_t)orig, hints,
                                          flags, cleared, dropped, exempt,

@@ -410,7 +410,10 @@ int tg__links_classify(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
                        size_t n, uint32_t orig, unsigned hints,
                        uint64_t flags, bool cleared, bool dropped,
                        bool exempt, tg__links_t *v) {
-  memset(v, 0, sizeof(*v));
+  /* The rest of *v is set below once the packet is walked: the common
+   * paths (the host's other data) touch two fields only. */
+  v->q = NULL;
+  v->to_m0 = false;
   int err = 0;
   tg_merge_jseq_t *q = jseq_find(mh, orig, &err);
   if (err) return err;
@@ -424,6 +427,8 @@ int tg__links_classify(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
   /* The common case of a host's other data: a sequence with no app
    * field yet, and none in this packet. */
   if (q->state == JSEQ_UNDECIDED && !(hints & TG__LINKS_HINT)) return 1;
+  memset(v, 0, sizeof(*v));
+  v->q = q;
   /* The uuids this walk claims stay the host's even when the packet is
    * then left out: the host named them. */
   walk_t w = {0};

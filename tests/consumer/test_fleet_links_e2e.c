@@ -125,14 +125,19 @@ static bool tp_counts(const char *path, unsigned long long *flows,
   return true;
 }
 
+/* Two hosts, their relays' logs relay-TAG<i>.log. */
+static void start_two(fleet_host_t hs[2], const char *tag) {
+  for (int i = 0; i < 2; i++) {
+    char log[64];
+    snprintf(log, sizeof(log), "relay-%s%d.log", tag, i);
+    fleet_host_start(&hs[i], fleet_in_dir(log), NULL);
+  }
+}
+
 static void requests_across_hosts_are_joined_by_default(void **state) {
   (void)state;
   fleet_host_t hs[2];
-  for (int i = 0; i < 2; i++) {
-    char log[64];
-    snprintf(log, sizeof(log), "relay%d.log", i);
-    fleet_host_start(&hs[i], fleet_in_dir(log), NULL);
-  }
+  start_two(hs, "joined");
   char out[256], sum[256];
   snprintf(out, sizeof(out), "%s", fleet_in_dir("joined.pftrace"));
   snprintf(sum, sizeof(sum), "%s", fleet_in_dir("joined.json"));
@@ -166,11 +171,7 @@ static void requests_across_hosts_are_joined_by_default(void **state) {
 static void machines_mode_joins_no_request_across_hosts(void **state) {
   (void)state;
   fleet_host_t hs[2];
-  for (int i = 0; i < 2; i++) {
-    char log[64];
-    snprintf(log, sizeof(log), "relay-m%d.log", i);
-    fleet_host_start(&hs[i], fleet_in_dir(log), NULL);
-  }
+  start_two(hs, "machines");
   char out[256], sum[256];
   snprintf(out, sizeof(out), "%s", fleet_in_dir("machines.pftrace"));
   snprintf(sum, sizeof(sum), "%s", fleet_in_dir("machines.json"));
