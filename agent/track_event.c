@@ -31,6 +31,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -275,9 +276,40 @@ static int32_t cached_pid(void) {
   return pid;
 }
 
+/* A random number per process image (inherited by a forked child, whose
+ * pid differs): two hosts' processes of one pid get distinct track uuids,
+ * which a merged trace whose hosts' app tracks share a machine needs
+ * (docs/merge.md, "Links across hosts": there one host cannot take over a
+ * uuid another host named first). */
+static _Atomic uint64_t g_uuid_salt;
+
+static uint64_t uuid_salt(void) {
+  uint64_t s = atomic_load_explicit(&g_uuid_salt, memory_order_relaxed);
+  if (__builtin_expect(s != 0, 1)) return s;
+  if (getrandom(&s, sizeof(s), GRND_NONBLOCK) != (ssize_t)sizeof(s)) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    s = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^
+        ((uint64_t)(uint32_t)getpid() << 13);
+  }
+  s |= 1; /* 0 is "not yet" */
+  uint64_t none = 0;
+  /* Racing threads agree on the first one stored. */
+  if (!atomic_compare_exchange_strong_explicit(&g_uuid_salt, &none, s,
+                                               memory_order_relaxed,
+                                               memory_order_relaxed))
+    s = none;
+  return s;
+}
+
 static uint64_t process_uuid(void) {
-  /* Stable for the process, distinct across processes and hosts' pids. */
-  return 0x7467000000000000ull ^ ((uint64_t)(uint32_t)cached_pid() << 20);
+  /* Stable for the process, distinct across processes and, by the salt,
+   * across hosts' equal pids: the pid mixed with the salt (splitmix64's
+   * finalizer), the low 23 bits clear for thread_uuid's tid. */
+  uint64_t x = uuid_salt() ^ (uint64_t)(uint32_t)cached_pid();
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return (x ^ (x >> 31)) & ~0x7FFFFFull;
 }
 
 static uint64_t thread_uuid(int32_t tid) {

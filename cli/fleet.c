@@ -280,9 +280,34 @@ static const char *compression_name(tg_fleet_compression_t c) {
   return NULL;
 }
 
+static tg_merge_host_t *merge_host_at(void *ctx, size_t i) {
+  fleet_t *f = ctx;
+  return i < f->n ? &f->hosts[i].merge : NULL;
+}
+
+/* What the joined mode did with a host's app tracks (merge.h). */
+static void summary_links(const fleet_t *f, const tg_merge_host_t *mh,
+                          cli_summary_links_t *l) {
+  l->mode = tg_merge_app_tracks_name(f->merge.app_tracks);
+  l->joined = mh->joined;
+  l->early = mh->joined_early;
+  l->unclocked = mh->joined_unclocked;
+  l->refused = mh->joined_refused;
+  l->clock = mh->joined_clock;
+  l->pids = mh->joined_pids;
+  l->uuid = mh->joined_uuid;
+  l->flows_started = mh->flows_started;
+  l->flows_terminated = mh->flows_terminated;
+  l->flows_unmatched = mh->flows_unmatched;
+  l->flows_unfollowed = mh->flows_unfollowed;
+}
+
 static void write_summary(fleet_t *f, int code) {
   cli_summary_host_t *hs = calloc(f->n ? f->n : 1, sizeof(*hs));
-  if (!hs) {
+  cli_summary_links_t *ls = calloc(f->n ? f->n : 1, sizeof(*ls));
+  if (!hs || !ls) {
+    free(hs);
+    free(ls);
     fprintf(stderr, CLI_PROG ": --summary-json: out of memory\n");
     return;
   }
@@ -319,6 +344,10 @@ static void write_summary(fleet_t *f, int code) {
                   ? h->path
                   : NULL;
     o->problems = &h->problems;
+    if (f->mode == FLEET_OUT_MERGE) {
+      summary_links(f, &h->merge, &ls[i]);
+      o->links = &ls[i];
+    }
   }
   cli_summary_t s = {.exit_code = code,
                      .elapsed_ms = uv_now(f->loop) - f->t0,
@@ -331,6 +360,7 @@ static void write_summary(fleet_t *f, int code) {
                      .n_hosts = f->n};
   (void)cli_summary_json_write(f->o->summary_json, &s); /* says why */
   free(hs);
+  free(ls);
 }
 
 /* --- the end -------------------------------------------------------------------- */
@@ -414,6 +444,8 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
   /* Checked with the flags: every name is known. */
   if (o->merge_allow) (void)tg_merge_allow_fields(&f->merge, o->merge_allow,
                                                   NULL, 0);
+  tg_merge_set_app_tracks(&f->merge,
+                          (tg_merge_app_tracks_t)o->app_tracks_mode);
   f->tty = isatty(STDERR_FILENO);
   tg_buf_init(&f->cfg, 0);
   uv_loop_t loop;
@@ -472,6 +504,7 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
   tg_log_set_level(TG_LOG_WARN);
   for (size_t i = 0; i < n; i++) tg_fleet_host_close(&f->hosts[i].core);
   for (size_t i = 0; i < n; i++) fleet_host_merge_end(&f->hosts[i]);
+  if (f->mode == FLEET_OUT_MERGE) tg_merge_links_end(&f->merge, n, merge_host_at, f);
 
   uv_update_time(&loop);
   if (f->aborting) {

@@ -157,6 +157,9 @@ void fleet_host_merge_end(fleet_host_t *h) {
   /* Left out of the merged trace: counted with the host's loss, under a
    * name of its own (docs/merge.md, "Incremental state"). */
   add_loss_item(&h->loss, "incremental_state_lost", h->merge.state_lost);
+  /* The joined mode's (docs/merge.md, "Links across hosts"). */
+  add_loss_item(&h->loss, "app_tracks_left_out",
+                tg_merge_joined_left_out(&h->merge));
 }
 
 /* --- setup ------------------------------------------------------------------------ */

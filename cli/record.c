@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "consumer/fleet/merge.h"
 #include "consumer/fleet/trace_schema.h"
 #include "common/decimal.h"
 #include "common/units.h"
@@ -237,6 +238,12 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
        "outcome, reason, bytes, packets, every loss counter, reconnections, "
        "link-down time, clock offset) into FILE, or - for standard output; "
        "the schema is in docs/commands.md", 0, 0},
+      {"app-tracks", TG_FLAG_STRING, &o->app_tracks, "joined|machines",
+       "with --merge: where the hosts' app track events go: joined (the "
+       "default: on the collector's machine, as HOST/process, so that "
+       "trace processor joins flows across hosts) or machines (each on its "
+       "host's machine: flows join within a host only; docs/merge.md)",
+       0, 0},
       {"merge-allow-fields", TG_FLAG_STRING, &o->merge_allow, "NAME[,NAME]",
        "with --merge: also keep these TracePacket fields (interned_data.NAME "
        "for InternedData's), which the merge leaves out as no Linux producer "
@@ -425,6 +432,14 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
                       "interned_data.NAME)\n", prog, bad);
       return CLI_EXIT_USAGE;
     }
+  }
+  o->app_tracks_mode = TG_MERGE_APP_DEFAULT;
+  if (o->app_tracks) {
+    tg_merge_app_tracks_t mode;
+    if (!o->merge) return usage_error(prog, "--app-tracks is for --merge");
+    if (tg_merge_app_tracks_parse(o->app_tracks, &mode) < 0)
+      return usage_error(prog, "--app-tracks: expected joined or machines");
+    o->app_tracks_mode = (int)mode;
   }
   if (remote && o->detach)
     return usage_error(prog, "--detach works with the local service "

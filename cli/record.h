@@ -32,6 +32,10 @@ typedef struct record_opts {
   /* --merge-allow-fields: fields kept beyond the merge's allowlist
    * (docs/merge.md, "Trusting the producers"); NULL: none. */
   const char *merge_allow;
+  /* --app-tracks: where the hosts' app track events go in the merged
+   * trace (docs/merge.md, "Links across hosts"); NULL: joined. */
+  const char *app_tracks;
+  int app_tracks_mode; /* parsed: a tg_merge_app_tracks_t */
   const char *reconnect; /* --reconnect-timeout */
   uint64_t reconnect_ms; /* parsed; 0: never reconnect */
   const char *grace;     /* --grace */

@@ -29,12 +29,26 @@ static json_t *loss_json(const cli_loss_t *loss) {
                    counters, "counters_omitted", tg_json_u64(loss->omitted));
 }
 
+static json_t *links_json(const cli_summary_links_t *l) {
+  if (!l) return json_null();
+  return json_pack(
+      "{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+      "mode", l->mode, "joined", tg_json_u64(l->joined), "early",
+      tg_json_u64(l->early), "unclocked", tg_json_u64(l->unclocked),
+      "refused", tg_json_u64(l->refused), "clock", tg_json_u64(l->clock),
+      "pids", tg_json_u64(l->pids), "uuid", tg_json_u64(l->uuid),
+      "flows_started", tg_json_u64(l->flows_started), "flows_terminated",
+      tg_json_u64(l->flows_terminated), "flows_unmatched",
+      tg_json_u64(l->flows_unmatched), "flows_unfollowed",
+      tg_json_u64(l->flows_unfollowed));
+}
+
 /* json_pack's "o" steals each reference and fails (dropping the others)
  * on a NULL one, out of memory. */
 static json_t *host_json(const cli_summary_host_t *h) {
   return json_pack(
       "{s:o, s:o, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:o, s:I, s:I,"
-      " s:I, s:o, s:o, s:o, s:o, s:o, s:o}",
+      " s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
       "host", tg_json_text(h->host), "name", tg_json_text(h->name),
       "outcome", h->ok ? "ok" : "failed",
       "reason", tg_json_text(h->reason), "failure", tg_json_text(h->ok ? NULL : h->failure),
@@ -52,7 +66,8 @@ static json_t *host_json(const cli_summary_host_t *h) {
       "compression", tg_json_text(h->compression),
       "machine_id", h->has_machine_id ? json_integer(h->machine_id) : json_null(),
       "path", tg_json_text(h->path), "problems",
-      h->problems ? tg_ds_problems_json(h->problems) : json_array());
+      h->problems ? tg_ds_problems_json(h->problems) : json_array(),
+      "links", links_json(h->links));
 }
 
 static json_t *summary_json(const cli_summary_t *s) {

@@ -19,6 +19,15 @@
 
 #define CLI_SUMMARY_SCHEMA 1
 
+/* What the merge's joined mode did with a host's app tracks (merge.h,
+ * tg_merge_host_t's joined_ and flows_ counters). */
+typedef struct cli_summary_links {
+  const char *mode; /* "joined" or "machines" */
+  uint64_t joined, early, unclocked, refused, clock, pids, uuid;
+  uint64_t flows_started, flows_terminated, flows_unmatched,
+      flows_unfollowed;
+} cli_summary_links_t;
+
 /* One host's outcome. Pointers are borrowed for the call; NULL text and
  * the has_ flags off are written as null. */
 typedef struct cli_summary_host {
@@ -47,6 +56,8 @@ typedef struct cli_summary_host {
   /* Data sources that did not run as asked (client/ds_problem.h); NULL:
    * none. */
   const tg_ds_problems_t *problems;
+  /* Merged traces: the app tracks and flows; NULL otherwise. */
+  const cli_summary_links_t *links;
 } cli_summary_host_t;
 
 typedef struct cli_summary {

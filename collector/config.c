@@ -51,6 +51,7 @@ typedef enum kind {
   K_FIELDS,   /* char[]: tg_trace_schema_allow() names */
   K_BUCKET,   /* s3_bucket, s3_prefix: parse_bucket() */
   K_SYMBOLIZE, /* uint32_t: tg_coll_symbolize_t */
+  K_APP_TRACKS, /* uint32_t: tg_coll_app_tracks_t */
   K_BOOL,      /* bool: true or false */
   K_PRESIGN,   /* int64_t: off, on (TG_COLL_PRESIGN_DEFAULT_MS) or a
                 * DURATION as K_DURATION's */
@@ -101,6 +102,7 @@ typedef enum key_id {
   KEY_HEALTH_LISTEN,
   KEY_CLONE_MIN_RATE,
   KEY_MERGE_ALLOW_FIELDS,
+  KEY_MERGE_APP_TRACKS,
   KEY_BUCKET,
   KEY_S3_ENDPOINT,
   KEY_S3_REGION,
@@ -232,6 +234,9 @@ static const key_def_t KEYS[KEY_COUNT] = {
                                 "schema, separated by commas "
                                 "(interned_data.NAME for InternedData's)",
                                 NULL},
+    [KEY_MERGE_APP_TRACKS] = {"merge_app_tracks", K_APP_TRACKS,
+                              NUM_FIELD(merge_app_tracks), 0, 0, false,
+                              "joined or machines", NULL},
     [KEY_UI_URL] = {"ui_url", K_URL, STR_FIELD(ui_url), 0, 0, false,
                     "an http:// or https:// URL of at most 512 bytes without "
                     "blanks, quotes or <>",
@@ -726,6 +731,15 @@ static int set_scalar(parser_t *p, key_id_t id, const char *v) {
     break;
   case K_BUCKET:
     ok = parse_bucket(v, p->c);
+    break;
+  case K_APP_TRACKS:
+    ok = true;
+    if (!strcmp(v, "joined"))
+      p->c->merge_app_tracks = TG_COLL_APP_TRACKS_JOINED;
+    else if (!strcmp(v, "machines"))
+      p->c->merge_app_tracks = TG_COLL_APP_TRACKS_MACHINES;
+    else
+      ok = false;
     break;
   }
   return ok ? 0 : bad_value_why(p, k->name, k->expect, v, strlen(v), why);

@@ -104,6 +104,11 @@
  *                      InternedData) snapshots keep beyond the merge's
  *                      allowlist; trusts every host's producers with the
  *                      whole snapshot (docs/merge.md)
+ *     merge_app_tracks joined (the default) or machines: where the hosts'
+ *                      app track events go in a snapshot: on the
+ *                      collector's machine as HOST/process, where flows
+ *                      join across hosts, or each on its host's machine
+ *                      (docs/merge.md, "Links across hosts")
  *     alertmanager_host_label   NAME, default "instance": the alert label
  *                      naming the host(s) an Alertmanager alert snapshots
  *     alertmanager_group_label  NAME, default "tracegate_group": the alert
@@ -207,6 +212,14 @@
 #define TG_COLL_CONFIG_TRIGGERS_MAX 64
 #define TG_COLL_CONFIG_AM_HOSTS_MAX 1024 /* alertmanager_host lines */
 #define TG_COLL_CONFIG_DEBUG_DIRS_MAX 8 /* symbolize_debug_dir lines */
+
+/* merge_app_tracks' values: where the hosts' app track events go in a
+ * snapshot (consumer/fleet/merge.h, tg_merge_app_tracks_t; docs/merge.md,
+ * "Links across hosts"). Joined is the default. */
+typedef enum tg_coll_app_tracks {
+  TG_COLL_APP_TRACKS_JOINED = 0,
+  TG_COLL_APP_TRACKS_MACHINES,
+} tg_coll_app_tracks_t;
 
 /* symbolize's values. */
 typedef enum tg_coll_symbolize {
@@ -334,6 +347,7 @@ typedef struct tg_coll_config {
   char ui_url[TG_COLL_CONFIG_URL_MAX + 1];
   /* Fields the merge keeps beyond its allowlist ("": none). */
   char merge_allow_fields[TG_COLL_CONFIG_URL_MAX + 1];
+  uint32_t merge_app_tracks; /* tg_coll_app_tracks_t */
   size_t n_groups;
   tg_coll_group_t *groups; /* |n_groups|, owned; NULL when none */
   size_t n_triggers;

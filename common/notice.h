@@ -567,6 +567,12 @@
     "a snapshot's host: packets whose times trace processor could not "       \
     "place on the host's clocks were left out and counted as loss; the "     \
     "host is partial; how many follow")                                       \
+  X(COLLECTOR_APP_TRACKS, 5062, "tracegate-collector",                        \
+    "a snapshot's host: packets of its app tracks the merge's joined mode "  \
+    "could not put on the collector's machine (a field not allowed there, "  \
+    "a time its clock estimate does not cover, pids past the bound, a "      \
+    "track uuid another host owns) were left out and counted as loss; the "  \
+    "host is partial; how many follow")                                       \
   X(COLLECTOR_PERF_BOOST_FAILED, 5090, "tracegate-collector",                 \
     "a snapshot's host did not sample at the boost's rate "                   \
     "(perf_boost_window): its boost session could not be reached, was "       \

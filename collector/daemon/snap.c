@@ -640,6 +640,36 @@ static void host_problems(coll_snap_t *s, snap_host_t *sh, char *text,
   r->error = sh->err;
 }
 
+static tg_merge_host_t *snap_merge_host(void *ctx, size_t i) {
+  coll_snap_t *s = ctx;
+  return i < s->n ? &s->hosts[i].mh : NULL;
+}
+
+/* The end of the snapshot's merge: flows whose other end is not in it
+ * (merge.h), and what the joined mode left out of each host's app
+ * tracks, in the log (docs/merge.md, "Links across hosts"). */
+static void snap_links_end(coll_snap_t *s) {
+  tg_merge_links_end(&s->m, s->n, snap_merge_host, s);
+  for (size_t i = 0; i < s->n; i++) {
+    const tg_merge_host_t *mh = &s->hosts[i].mh;
+    uint64_t left = tg_merge_joined_left_out(mh);
+    if (!left && !mh->flows_unmatched && !mh->flows_unfollowed &&
+        !mh->joined_unclocked)
+      continue;
+    TG_INFO("snapshot %016" PRIx64 ": host %s: app tracks: %" PRIu64
+            " packets on the collector's machine, %" PRIu64 " kept on the "
+            "host's for want of a clock estimate, %" PRIu64 " left out "
+            "(fields %" PRIu64 ", clocks %" PRIu64 ", pids %" PRIu64
+            ", track uuids %" PRIu64 "); flows %" PRIu64 " started, %" PRIu64
+            " ended, %" PRIu64 " ends without the other, %" PRIu64
+            " not followed",
+            s->id, s->hosts[i].h->t.spec, mh->joined, mh->joined_unclocked,
+            left, mh->joined_refused, mh->joined_clock, mh->joined_pids,
+            mh->joined_uuid, mh->flows_started, mh->flows_terminated,
+            mh->flows_unmatched, mh->flows_unfollowed);
+  }
+}
+
 static void store_result(coll_snap_t *s) {
   coll_t *c = s->c;
   tg_coll_host_result_t *rs = calloc(s->n ? s->n : 1, sizeof(*rs));
@@ -651,6 +681,7 @@ static void store_result(coll_snap_t *s) {
   }
   uint64_t packets = 0;
   for (size_t i = 0; i < s->n; i++) snap_state_end(&s->hosts[i]);
+  snap_links_end(s);
   for (size_t i = 0; rs && i < s->n; i++) {
     snap_host_t *sh = &s->hosts[i];
     bool whole = !sh->failed && !sh->merge_partial;
@@ -663,7 +694,8 @@ static void store_result(coll_snap_t *s) {
         .error = whole ? NULL : sh->err,
         .bytes = sh->bytes,
         .packets = sh->packets,
-        .loss = sh->loss + sh->mh.malformed + sh->mh.state_lost,
+        .loss = sh->loss + sh->mh.malformed + sh->mh.state_lost +
+                tg_merge_joined_left_out(&sh->mh),
         .window_first_ms = host_real_ms(sh->fh, sh->win.first_ns),
         .window_last_ms = host_real_ms(sh->fh, sh->win.last_ns),
         .boost = coll_boosts_row(s->boost, i),
@@ -919,6 +951,10 @@ int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
   tg_merge_init(&s->m, sink, s);
   /* Checked when the config was read: every name is known. */
   (void)tg_merge_allow_fields(&s->m, c->cfg.merge_allow_fields, NULL, 0);
+  tg_merge_set_app_tracks(&s->m, c->cfg.merge_app_tracks ==
+                                         TG_COLL_APP_TRACKS_MACHINES
+                                     ? TG_MERGE_APP_MACHINES
+                                     : TG_MERGE_APP_JOINED);
   tg_merge_self_t self;
   tg_merge_self_read(&self);
   rv = tg_merge_head(&s->m, &self);

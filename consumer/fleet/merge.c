@@ -9,6 +9,7 @@
 
 #include "consumer/fleet/trace_schema.h"
 #include "consumer/fleet/merge.h"
+#include "consumer/fleet/merge_links.h"
 #include "consumer/packet_inflate.h"
 #include "pb/common/system_info.pb-c.h"
 #include "tracegate/error.h"
@@ -30,6 +31,10 @@
 #define PKT_TRACK_EVENT 11
 #define PKT_SEQUENCE_FLAGS 13
 #define PKT_TRACK_DESCRIPTOR 60
+#define PKT_INTERNED_DATA 12
+#define PKT_PROCESS_DESCRIPTOR 43
+#define PKT_THREAD_DESCRIPTOR 44
+#define PKT_DEFAULTS 59
 #define PKT_SERVICE_EVENT 69
 /* TracingServiceEvent's markers that drive trace processor's sorter. */
 #define TSE_ALL_DATA_SOURCES_FLUSHED 3
@@ -82,9 +87,13 @@ void tg_merge_init(tg_merge_t *m, tg_merge_write_cb write, void *ctx) {
   m->ctx = ctx;
   m->next_overflow_seq = TG_MERGE_SEQ_OVERFLOW_BASE + 1;
   tg_buf_init(&m->inflated, TG_PACKETS_INFLATE_MAX);
+  tg__links_init(m);
 }
 
-void tg_merge_free(tg_merge_t *m) { tg_buf_free(&m->inflated); }
+void tg_merge_free(tg_merge_t *m) {
+  tg_buf_free(&m->inflated);
+  tg__links_free(m);
+}
 
 int tg_merge_allow_fields(tg_merge_t *m, const char *names, char *bad,
                           size_t bad_cap) {
@@ -100,10 +109,12 @@ void tg_merge_host_init(tg_merge_host_t *mh, size_t index) {
   tg_u32_map_init(&mh->seqs, TG_MERGE_HOST_MAX_SEQS);
   tg_u32_map_init(&mh->istate, TG_MERGE_HOST_MAX_STATE_SEQS);
   tg_clock_model_init(&mh->clock);
+  tg__links_host_init(mh);
 }
 
 void tg_merge_host_free(tg_merge_host_t *mh) {
   tg_clock_model_free(&mh->clock);
+  tg__links_host_free(mh);
   tg_u32_map_free(&mh->seqs);
   tg_u32_map_free(&mh->istate);
   free(mh->iseqs);
@@ -124,37 +135,50 @@ void tg_merge_host_free(tg_merge_host_t *mh) {
  * RemoteClockSync, which are read before that check. The merge applies
  * the same rule to the packets it writes, and leaves out those skipped. */
 
+/* A per-sequence slot: merge_links.h. */
+void *tg__merge_slot(tg_u32_map_t *map, void **items, uint32_t *n,
+                     uint32_t *cap, size_t size, uint32_t seq, bool add,
+                     int *err) {
+  uint32_t ix;
+  if (!tg_u32_map_get(map, seq, &ix)) {
+    if (!add || *n >= TG_MERGE_HOST_MAX_STATE_SEQS) return NULL;
+    if (*n == *cap) {
+      uint32_t c = *cap ? *cap * 2 : 16;
+      if (c > TG_MERGE_HOST_MAX_STATE_SEQS) c = TG_MERGE_HOST_MAX_STATE_SEQS;
+      void *a = realloc(*items, (size_t)c * size);
+      if (!a) {
+        *err = -ENOMEM;
+        return NULL;
+      }
+      *items = a;
+      *cap = c;
+    }
+    ix = *n;
+    int rv = tg_u32_map_put(map, seq, ix);
+    if (rv < 0) {
+      if (rv == -ENOMEM) *err = rv;
+      return NULL;
+    }
+    memset((uint8_t *)*items + (size_t)ix * size, 0, size);
+    (*n)++;
+  }
+  return (uint8_t *)*items + (size_t)ix * size;
+}
+
 /* |seq|'s slot, or NULL when it has none and |add| is false, the table is
  * at its bound, or memory is short (*err = -ENOMEM). */
 static tg_merge_iseq_t *iseq_find(tg_merge_host_t *mh, uint32_t seq, bool add,
                                   int *err) {
   if (mh->last_iseq && mh->last_seq == seq) return &mh->iseqs[mh->last_iseq - 1];
-  uint32_t ix;
-  if (!tg_u32_map_get(&mh->istate, seq, &ix)) {
-    if (!add || mh->n_iseqs >= TG_MERGE_HOST_MAX_STATE_SEQS) return NULL;
-    if (mh->n_iseqs == mh->cap_iseqs) {
-      uint32_t cap = mh->cap_iseqs ? mh->cap_iseqs * 2 : 16;
-      if (cap > TG_MERGE_HOST_MAX_STATE_SEQS) cap = TG_MERGE_HOST_MAX_STATE_SEQS;
-      tg_merge_iseq_t *a = realloc(mh->iseqs, cap * sizeof(*a));
-      if (!a) {
-        *err = -ENOMEM;
-        return NULL;
-      }
-      mh->iseqs = a;
-      mh->cap_iseqs = cap;
-    }
-    ix = mh->n_iseqs;
-    int rv = tg_u32_map_put(&mh->istate, seq, ix);
-    if (rv < 0) {
-      if (rv == -ENOMEM) *err = rv;
-      return NULL;
-    }
-    mh->iseqs[ix] = (tg_merge_iseq_t){0};
-    mh->n_iseqs++;
-  }
+  void *items = mh->iseqs;
+  tg_merge_iseq_t *q =
+      tg__merge_slot(&mh->istate, &items, &mh->n_iseqs, &mh->cap_iseqs,
+                     sizeof(*q), seq, add, err);
+  mh->iseqs = items;
+  if (!q) return NULL;
   mh->last_seq = seq;
-  mh->last_iseq = ix + 1;
-  return &mh->iseqs[ix];
+  mh->last_iseq = (uint32_t)(q - mh->iseqs) + 1;
+  return q;
 }
 
 static void iseq_lose(tg_merge_host_t *mh, tg_merge_iseq_t *q, uint64_t n) {
@@ -345,6 +369,7 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
   /* Every field is looked at once here; those that matter are rare, so
    * the switch costs a compare or two per field. */
   bool reserved = false, marker = false;
+  unsigned hints = 0; /* for the joined mode (merge_links.h) */
   while ((rv = tg_pb_reader_next(&r, &fld)) == 1) {
     switch (fld.id) {
       case PKT_SEQ_ID:
@@ -364,9 +389,17 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
         exempt = true;
         break;
       case PKT_TRACK_DESCRIPTOR:
+        hints |= TG__LINKS_HINT;
         if (fld.type == TG_PB_WT_LEN &&
             names_reserved_track(fld.data, fld.size))
           reserved = true;
+        break;
+      case PKT_TRACK_EVENT:
+      case PKT_INTERNED_DATA:
+      case PKT_DEFAULTS:
+      case PKT_PROCESS_DESCRIPTOR:
+      case PKT_THREAD_DESCRIPTOR:
+        hints |= TG__LINKS_HINT;
         break;
       case PKT_SYSTEM_INFO:
         if (fld.type == TG_PB_WT_LEN && names_machine(fld.data, fld.size))
@@ -428,12 +461,23 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
     mh->clock_unplaced++;
     return 0;
   }
+  /* The joined mode's verdict, before the packet's effects on the
+   * host's models: one it leaves out has none. */
+  tg__links_t links;
+  links.to_m0 = false;
+  bool joined = m->app_tracks == TG_MERGE_APP_JOINED;
+  if (joined && (rv = tg__links_classify(m, mh, p, n, (uint32_t)orig, hints,
+                                         flags, cleared, dropped, exempt,
+                                         &links)) <= 0)
+    return rv;
   if ((rv = state_reads(mh, (uint32_t)orig, flags, cleared, dropped,
                         exempt)) <= 0)
     return rv;
   tg_clock_model_apply(&mh->clock, &clocks, (uint32_t)orig);
   uint32_t seq;
   if ((rv = merge_seq(m, mh, (uint32_t)orig, &seq)) < 0) return rv;
+  if (links.to_m0) return tg__links_write(m, mh, p, n, seq, &links);
+  if (joined) tg__links_stayed(&links);
   uint8_t tail[2 * (2 + TG_PB_MAX_VARINT_SIZE)];
   uint8_t *t = tail;
   t = tg_pb_write_varint(t, TG_PB_TAG(PKT_MACHINE_ID, TG_PB_WT_VARINT));
@@ -601,11 +645,26 @@ static int name_tracks(tg_merge_t *m, const tg_merge_host_t *mh,
   return emit(m, &w, buf);
 }
 
+/* The host's clocks minus the collector's from |s|, as the
+ * RemoteClockSync made of it says (remote_clock_sync): the joined mode
+ * moves the host's app times by them. */
+static void note_offset(tg_merge_host_t *mh, const tg_clock_sample_t *s) {
+  for (int i = 0; i < TG_CLK_N; i++) {
+    uint64_t mid =
+        s->before[i] + (uint64_t)((int64_t)(s->after[i] - s->before[i]) / 2);
+    mh->offset[i] = (int64_t)(s->remote[i] - mid);
+  }
+  mh->has_offset = true;
+}
+
 int tg_merge_host_preamble(tg_merge_t *m, tg_merge_host_t *mh,
                            const tg_fleet_host_report_t *h,
                            const char *name) {
   size_t name_len = strnlen(name, TG_MERGE_NAME_MAX + 1);
   if (name_len == 0 || name_len > TG_MERGE_NAME_MAX) return -EINVAL;
+  memcpy(mh->name, name, name_len);
+  mh->name[name_len] = 0;
+  if (h->clock.estimates) note_offset(mh, &h->clock.best);
   uint32_t seq = collector_seq(mh);
   Perfetto__Protos__SystemInfo si = PERFETTO__PROTOS__SYSTEM_INFO__INIT;
   Perfetto__Protos__Utsname un = PERFETTO__PROTOS__UTSNAME__INIT;
@@ -650,9 +709,10 @@ int tg_merge_host_preamble(tg_merge_t *m, tg_merge_host_t *mh,
   return rv;
 }
 
-int tg_merge_clock_sync(tg_merge_t *m, const tg_merge_host_t *mh,
+int tg_merge_clock_sync(tg_merge_t *m, tg_merge_host_t *mh,
                         const tg_fleet_host_report_t *h) {
   if (!h->clock.estimates) return 0;
+  note_offset(mh, &h->clock.best);
   int rv = remote_clock_sync(m, mh, &h->clock.best);
   return rv < 0 ? rv : sync_instant(m, mh, &h->clock.best);
 }

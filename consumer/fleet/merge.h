@@ -15,6 +15,13 @@
  * packet, then the host's name (below), and a RemoteClockSync per later
  * estimate.
  *
+ * In the joined mode (tg_merge_set_app_tracks; merge_links.h) a host's
+ * app sequences go to machine 0 instead: no machine id, the sequence id
+ * as above, and a corrected timestamp appended before it when the packet
+ * has one on a clock the host's estimate covers; the rare descriptors and
+ * clock snapshots of those sequences are re-encoded (pids, names, clock
+ * readings) into the merge's scratch buffer.
+ *
  * A host's name is the operator's (the inventory's label, or the -H spec:
  * client/target.h), never what the host says of itself. It goes where
  * each Perfetto reads one: SystemInfo.machine_name (field 17, read from
@@ -29,7 +36,8 @@
  * own SystemInfo that names its machine is left out: it would rename it.
  *
  * Owns: the shared state (tg_merge_t: the overflow range, the buffer
- * compressed_packets inflate into) and, per host, tg_merge_host_t (its
+ * compressed_packets inflate into, the joined mode's tables and scratch
+ * buffer) and, per host, tg_merge_host_t (its
  * machine id, its sequence map, its count of dropped packets). Must never:
  * open, commit or name a file, nor copy or allocate per packet: every
  * packet goes to the owner's sink in two pieces, the packet as read and
@@ -46,6 +54,7 @@
 #include "consumer/fleet/trace_schema.h"
 #include "common/buf.h"
 #include "common/u32_map.h"
+#include "common/u64_map.h"
 #include "consumer/fleet/clock_model.h"
 #include "consumer/fleet/clock_sync.h"
 #include "consumer/fleet/host.h"
@@ -101,6 +110,36 @@
  * the difference of their boot times once a later sync ties them. */
 #define TG_MERGE_SYNC_INSTANT "clocks tied"
 
+/* Where the hosts' app track events go (docs/merge.md, "Links across
+ * hosts"). Trace processor v50.1 joins a flow (TrackEvent.flow_ids to
+ * terminating_flow_ids) only when both slices are on one machine, so:
+ *   MACHINES: every packet of a host on the host's machine (arrows only
+ *     within a host); the zero value, what the merge always wrote;
+ *   JOINED: the hosts' app sequences (track events, their descriptors and
+ *     interning) on machine 0, their times moved onto the collector's
+ *     clock, their pids remapped and process names prefixed with the
+ *     host's name (merge_links.h); the rest of a host stays on its
+ *     machine. Arrows across hosts join. */
+typedef enum tg_merge_app_tracks {
+  TG_MERGE_APP_MACHINES = 0,
+  TG_MERGE_APP_JOINED,
+} tg_merge_app_tracks_t;
+/* The default of the CLI and the collector. */
+#define TG_MERGE_APP_DEFAULT TG_MERGE_APP_JOINED
+
+/* Bounds of the joined mode (merge_links.c), so that no host makes the
+ * merge's tables grow without end: pids and tids remapped per host;
+ * track uuids whose owning host the merge keeps, all hosts together;
+ * flow ids whose ends it follows, all hosts together. Past them: the
+ * packet is left out (pids, uuids) or the flow counted not followed. */
+#define TG_MERGE_HOST_MAX_PIDS 4096u
+#define TG_MERGE_MAX_UUIDS 65536u
+#define TG_MERGE_MAX_FLOWS 131072u
+/* The first remapped pid: above Linux's pid_max (1 << 22), so no real
+ * pid of machine 0 is taken. */
+#define TG_MERGE_PID_BASE (1u << 22)
+
+
 /* The owner's sink: one TracePacket made of |n| bytes at |p| followed by
  * |tail_n| bytes at |tail| (more fields of the same packet; 0 and maybe
  * NULL for the packets the unit makes). Both are borrowed for the call.
@@ -118,6 +157,14 @@ typedef struct tg_merge {
   /* Fields beyond the allowlist the operator trusts the producers with
    * (tg_merge_allow_fields; none after init). */
   tg_ts_allow_t allow;
+  /* The joined mode's state (merge_links.c; all empty in MACHINES):
+   * the next remapped pid; uuid -> owning host index; flow id -> the
+   * hosts that started and ended it; the buffer the rare packets it
+   * rewrites are encoded into (reused: no allocation per packet). */
+  tg_merge_app_tracks_t app_tracks;
+  uint32_t next_pid;
+  tg_u64_map_t uuids, flows;
+  tg_buf_t scratch;
 } tg_merge_t;
 
 typedef struct tg_merge_host {
@@ -163,6 +210,44 @@ typedef struct tg_merge_host {
    * are older than its own. Not data: not in |malformed|, not a loss. */
   uint64_t sorter_markers;
   bool ended;
+  /* The joined mode (tg_merge_set_app_tracks; docs/merge.md, "Links
+   * across hosts"), all 0 in MACHINES:
+   *   joined: packets written on machine 0;
+   *   joined_early: packets of a sequence moved to machine 0 that went to
+   *     the host's machine before it moved (a ring's edge), or were left
+   *     out as the sequence's state on machine 0 was not valid yet;
+   *   joined_unclocked: app packets kept on the host's machine as the
+   *     host had no clock estimate when their sequence began (or the
+   *     sequence is past TG_MERGE_HOST_MAX_STATE_SEQS followed ones);
+   * and left out of a moved sequence:
+   *   joined_refused: a field not allowed there (merge_links.c);
+   *   joined_clock: a time on a clock the estimate does not cover;
+   *   joined_pids: a pid past TG_MERGE_HOST_MAX_PIDS;
+   *   joined_uuid: a track uuid another host owns, or past
+   *     TG_MERGE_MAX_UUIDS.
+   * Flows (TrackEvent.flow_ids, terminating_flow_ids) in what was
+   * written: started, terminated; and, final once
+   * tg_merge_links_end() ran, the ends whose other end is not in the
+   * file (unmatched) and those past TG_MERGE_MAX_FLOWS (unfollowed). */
+  uint64_t joined, joined_early, joined_unclocked;
+  uint64_t joined_refused, joined_clock, joined_pids, joined_uuid;
+  uint64_t flows_started, flows_terminated, flows_unmatched,
+      flows_unfollowed;
+  /* The host's clocks minus the collector's (BOOTTIME, MONOTONIC,
+   * REALTIME), from the newest estimate; valid when has_offset. */
+  int64_t offset[TG_CLK_N];
+  bool has_offset;
+  /* The operator's name of the host (tg_merge_host_preamble), for the
+   * process names of joined tracks. */
+  char name[TG_MERGE_NAME_MAX + 1];
+  /* The host's sequences as the joined mode follows them: producer id ->
+   * index + 1 in |jseqs| (at most TG_MERGE_HOST_MAX_STATE_SEQS), the
+   * last one looked up; its pids and tids -> remapped ids. */
+  tg_u32_map_t jseq_map;
+  struct tg_merge_jseq *jseqs;
+  uint32_t n_jseqs, cap_jseqs;
+  uint32_t jlast_seq, jlast_ix; /* jlast_ix: index + 1, 0 for none */
+  tg_u32_map_t pids;
 } tg_merge_host_t;
 
 /* The collector, as the head of the trace describes it. */
@@ -184,6 +269,13 @@ void tg_merge_free(tg_merge_t *m);
  * with the first name not known in |bad| and nothing changed. */
 int tg_merge_allow_fields(tg_merge_t *m, const char *names, char *bad,
                           size_t bad_cap);
+
+/* Where the hosts' app tracks go (MACHINES after init). Before the
+ * first packet. */
+void tg_merge_set_app_tracks(tg_merge_t *m, tg_merge_app_tracks_t mode);
+/* "joined" or "machines" -> *mode: 0, or -EINVAL. */
+int tg_merge_app_tracks_parse(const char *s, tg_merge_app_tracks_t *mode);
+const char *tg_merge_app_tracks_name(tg_merge_app_tracks_t mode);
 
 /* Host |index| (machine index + 1), with nothing mapped yet. */
 void tg_merge_host_init(tg_merge_host_t *mh, size_t index);
@@ -211,7 +303,7 @@ int tg_merge_host_preamble(tg_merge_t *m, tg_merge_host_t *mh,
 /* One more RemoteClockSync of |mh| from |h|'s current estimate
  * (h->clock.best), and its instant on the host's "clock sync" track;
  * nothing when there is none (on_clock_estimate). */
-int tg_merge_clock_sync(tg_merge_t *m, const tg_merge_host_t *mh,
+int tg_merge_clock_sync(tg_merge_t *m, tg_merge_host_t *mh,
                         const tg_fleet_host_report_t *h);
 
 /* One packet of host |mh| (|p|, |n| bytes, borrowed) with its machine id
@@ -246,5 +338,21 @@ const char *tg_merge_refused_field(const tg_merge_host_t *mh, char *buf,
  * first clear that never came is lost (state_lost). Once; later packets
  * of the host are not expected. */
 void tg_merge_host_end(tg_merge_host_t *mh);
+
+/* The end of the merge, after every host's last packet: the flows' ends
+ * whose other end is not in the file are counted in their hosts'
+ * flows_unmatched; |host_at(ctx, i)| is the host of index i (machine
+ * i + 1; NULL: not counted), for i < |n|. Once; nothing in MACHINES. */
+/* The app packets of |mh| the joined mode left out (joined_refused,
+ * _clock, _pids, _uuid): a loss of the host beside malformed and
+ * state_lost. */
+static inline uint64_t tg_merge_joined_left_out(const tg_merge_host_t *mh) {
+  return mh->joined_refused + mh->joined_clock + mh->joined_pids +
+         mh->joined_uuid;
+}
+
+void tg_merge_links_end(tg_merge_t *m, size_t n,
+                        tg_merge_host_t *(*host_at)(void *ctx, size_t i),
+                        void *ctx);
 
 #endif /* TRACEGATE_CONSUMER_FLEET_MERGE_H */

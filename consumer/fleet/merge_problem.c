@@ -16,6 +16,7 @@ static const struct {
     [TG_MERGE_LEFT_NOT_ALLOWED] = {"not_allowed", TG_N_COLLECTOR_NOT_ALLOWED},
     [TG_MERGE_LEFT_CLOCK_UNPLACED] = {"clock_unplaced",
                                       TG_N_COLLECTOR_CLOCK_UNPLACED},
+    [TG_MERGE_LEFT_APP_TRACKS] = {"app_tracks", TG_N_COLLECTOR_APP_TRACKS},
 };
 
 const char *tg_merge_left_reason_name(tg_merge_left_reason_t r) {
@@ -69,6 +70,17 @@ void tg_merge_left_outs(const tg_merge_host_t *mh, tg_merge_left_outs_t *out) {
     snprintf(l->why, sizeof(l->why), "%" PRIu64 " packet%s whose times trace "
              "processor could not place on the host's clocks left out",
              mh->clock_unplaced, mh->clock_unplaced == 1 ? "" : "s");
+  }
+  uint64_t app = tg_merge_joined_left_out(mh);
+  if (app) {
+    tg_merge_left_out_t *l = add(out, TG_MERGE_LEFT_APP_TRACKS, app);
+    snprintf(l->why, sizeof(l->why), "%" PRIu64 " app packet%s the joined "
+             "mode could not put on the collector's machine left out: %"
+             PRIu64 " with a field not allowed there, %" PRIu64 " on a clock "
+             "its estimate does not cover, %" PRIu64 " past the pids it "
+             "maps, %" PRIu64 " naming another host's track uuid", app,
+             app == 1 ? "" : "s", mh->joined_refused, mh->joined_clock,
+             mh->joined_pids, mh->joined_uuid);
   }
 }
 

@@ -12,10 +12,12 @@
  * incremental state their sequence no longer has), "not_allowed"
  * (TG-5060: a field the merge's allowlist does not keep; "message" and
  * "field" name the last one refused, "field_name" when Perfetto's schema
- * has one) and "clock_unplaced" (TG-5061: times trace processor could not
- * place on the host's clocks). "packets" counts the packets left out for
- * the reason; each of them is in the host's loss too (merge.h: the
- * merge's malformed and state_lost counts). The packets the screen
+ * has one), "clock_unplaced" (TG-5061: times trace processor could not
+ * place on the host's clocks) and "app_tracks" (TG-5062: app packets the
+ * joined mode left out, merge.h's joined_refused, _clock, _pids and
+ * _uuid). "packets" counts the packets left out for the reason; each of
+ * them is in the host's loss too (merge.h: the merge's malformed and
+ * state_lost counts, and tg_merge_joined_left_out()). The packets the screen
  * leaves out for another reason (not decoding, a wire type, a value rule)
  * count in the loss alone.
  */
@@ -34,6 +36,7 @@ typedef enum tg_merge_left_reason {
   TG_MERGE_LEFT_STATE_LOST = 0,
   TG_MERGE_LEFT_NOT_ALLOWED,
   TG_MERGE_LEFT_CLOCK_UNPLACED,
+  TG_MERGE_LEFT_APP_TRACKS,
   TG_MERGE_LEFT_REASON_COUNT
 } tg_merge_left_reason_t;
 
@@ -57,7 +60,8 @@ typedef struct tg_merge_left_outs {
   size_t n;
 } tg_merge_left_outs_t;
 
-/* "state_lost", "not_allowed", "clock_unplaced"; "?" out of range. */
+/* "state_lost", "not_allowed", "clock_unplaced", "app_tracks"; "?" out of
+ * range. */
 const char *tg_merge_left_reason_name(tg_merge_left_reason_t r);
 /* TG_N_COLLECTOR_STATE_LOST, ...; TG_N_NONE out of range. */
 tg_notice_t tg_merge_left_reason_code(tg_merge_left_reason_t r);

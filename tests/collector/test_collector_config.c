@@ -561,6 +561,23 @@ static void config_takes_merge_allow_fields(void **state) {
                      "merge_allow_fields: expected");
 }
 
+/* merge_app_tracks: joined by default, or machines; nothing else. */
+static void config_takes_merge_app_tracks(void **state) {
+  (void)state;
+  tg_coll_config_t c;
+  expect_extra_ok("", &c);
+  assert_int_equal(c.merge_app_tracks, TG_COLL_APP_TRACKS_JOINED);
+  tg_coll_config_free(&c);
+  expect_extra_ok("merge_app_tracks = machines\n", &c);
+  assert_int_equal(c.merge_app_tracks, TG_COLL_APP_TRACKS_MACHINES);
+  tg_coll_config_free(&c);
+  expect_extra_ok("merge_app_tracks = joined\n", &c);
+  assert_int_equal(c.merge_app_tracks, TG_COLL_APP_TRACKS_JOINED);
+  tg_coll_config_free(&c);
+  expect_extra_error("merge_app_tracks = both\n", 4,
+                     "merge_app_tracks: expected");
+}
+
 static void config_comments_need_a_blank_before_their_hash(void **state) {
   (void)state;
   tg_coll_config_t c;
@@ -1316,6 +1333,7 @@ int main(void) {
       cmocka_unit_test(config_truncates_errors_to_the_buffer),
       cmocka_unit_test(config_loads_a_file_relative_to_its_directory),
       cmocka_unit_test(config_takes_merge_allow_fields),
+      cmocka_unit_test(config_takes_merge_app_tracks),
       cmocka_unit_test(config_perf_boost_keys),
       cmocka_unit_test(config_perf_boost_budget_keys),
   };

@@ -52,7 +52,9 @@ static int group_setup(void **state) {
 
 /* Two hosts without producers of the harness; their rings are the
  * collector's (|extra| config lines), of RING_KB with only track_event and
- * no incremental_state_config. */
+ * no incremental_state_config. The hosts' track events stay on their
+ * machines (merge_app_tracks = machines), where TP_COUNTS counts them per
+ * host. */
 static void ring_fleet_up(fleet_host_t h[2], collector_t *c,
                           const char *extra) {
   for (size_t i = 0; i < 2; i++) {
@@ -60,7 +62,10 @@ static void ring_fleet_up(fleet_host_t h[2], collector_t *c,
     snprintf(log, sizeof(log), "relay%zu.log", i);
     fleet_host_start(&h[i], fleet_in_dir(log), NULL);
   }
-  write_config(h, 2, extra);
+  char lines[512];
+  snprintf(lines, sizeof(lines), "merge_app_tracks = machines\n%s",
+           extra ? extra : "");
+  write_config(h, 2, lines);
   FILE *f = fopen(fleet_in_dir("flight.pbtxt"), "w");
   assert_non_null(f);
   fprintf(f, "buffers { size_kb: %u fill_policy: RING_BUFFER }\n"

@@ -53,6 +53,9 @@ static void hostile_text_comes_back_as_it_was(void **state) {
   const uint64_t refused = 3;
   tg_ds_problems_add(&ps, TG_DS_EVENTS_REFUSED, "linux.\xff\x1b", &refused,
                      "why \"%s\"", "x\xfe");
+  const cli_summary_links_t links = {.mode = "joined", .joined = 7,
+                                     .uuid = 2, .flows_started = 5,
+                                     .flows_unmatched = 1};
   cli_summary_host_t h[2] = {
       {.host = "h\"1\\:1", .name = "db \xff", .ok = false, .reason = "bad \xff\xfe\n\"bytes\"",
        .failure = "link_lost",
@@ -60,7 +63,7 @@ static void hostile_text_comes_back_as_it_was(void **state) {
        .link_down_ms = 1500, .has_clock = true, .clock_offset_ns = -42,
        .clock_uncertainty_ns = 9, .compression = "zstd",
        .has_machine_id = true, .machine_id = 5, .path = NULL,
-       .problems = &ps},
+       .problems = &ps, .links = &links},
       {.host = "local-caf\xc3\xa9-\xe2\x9c\x93", .ok = true, .bytes = UINT64_MAX,
        .failure = "ignored when ok"},
   };
@@ -91,6 +94,13 @@ static void hostile_text_comes_back_as_it_was(void **state) {
   assert_json(path, "hosts.0.clock_uncertainty_ns", "9");
   assert_json(path, "hosts.0.machine_id", "5");
   assert_json(path, "hosts.0.path", "null");
+  assert_json(path, "hosts.0.links.mode", "\"joined\"");
+  assert_json(path, "hosts.0.links.joined", "7");
+  assert_json(path, "hosts.0.links.uuid", "2");
+  assert_json(path, "hosts.0.links.flows_started", "5");
+  assert_json(path, "hosts.0.links.flows_unmatched", "1");
+  assert_json(path, "hosts.0.links.refused", "0");
+  assert_json(path, "hosts.1.links", "null");
   assert_json(path, "hosts.0.problems.0.kind", "\"data_source\"");
   assert_json(path, "hosts.0.problems.0.data_source", "\"linux.\\ufffd?\"");
   assert_json(path, "hosts.0.problems.0.code", "\"TG-7011\"");

@@ -25,11 +25,19 @@
  *   brought) a path for it, and no ClockSnapshot moving the trace clock
  *   off BOOTTIME, nor one trace processor refuses whole, is written;
  * - flush markers left out (sorter_markers) only grow.
+ *
+ * Half the inputs (the last byte odd) run the joined mode (merge.h,
+ * TG_MERGE_APP_JOINED), the hosts' clock offsets taken from the input's
+ * first bytes: then a packet written on machine 0 decodes whole, ends
+ * with an optional timestamp then its sequence id (as above: the host's
+ * range or its overflow id) and no machine id, its host's counters only
+ * grow, and its tables stay within their bounds.
  */
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "consumer/fleet/trace_schema.h"
@@ -59,6 +67,9 @@ static bool cur_wrapper;
  * noted it. */
 static tg_clock_verdict_t cur_verdict;
 static uint64_t cur_marker_before;
+static bool joined;
+
+#define PKT_TIMESTAMP 8
 
 static void check_overflow(uint32_t orig, uint32_t seq) {
   for (size_t i = 0; i < n_mapped; i++) {
@@ -95,12 +106,28 @@ static int sink(void *ctx, const uint8_t *p, size_t n, const uint8_t *tail,
   /* Written, so the model placed its times (unless it came out of a
    * wrapper, whose packets are judged one by one). */
   if (cur_verdict != TG_CLOCK_OK && !cur_wrapper) __builtin_trap();
-  /* The tail: machine id, then sequence id, nothing else. */
+  /* The tail: machine id, then sequence id, nothing else; or, on
+   * machine 0 in the joined mode, a timestamp maybe, then the id. */
   tg_pb_reader_init(&r, tail, tail_n);
-  if (tg_pb_reader_next(&r, &f) != 1 || f.id != PKT_MACHINE_ID ||
-      f.type != TG_PB_WT_VARINT || f.value != cur_host + 1)
+  if (tg_pb_reader_next(&r, &f) != 1) __builtin_trap();
+  bool m0 = f.id != PKT_MACHINE_ID;
+  if (m0 && !joined) __builtin_trap();
+  /* On machine 0 a packet says no machine of its own (merge_links.c). */
+  if (m0) {
+    tg_pb_reader_t pr;
+    tg_pb_field_t pf;
+    tg_pb_reader_init(&pr, p, n);
+    while (tg_pb_reader_next(&pr, &pf) == 1)
+      if (pf.id == PKT_MACHINE_ID) __builtin_trap();
+  }
+  if (!m0 && (f.type != TG_PB_WT_VARINT || f.value != cur_host + 1))
     __builtin_trap();
-  if (tg_pb_reader_next(&r, &f) != 1 || f.id != PKT_SEQ_ID ||
+  if (m0 && f.id == PKT_TIMESTAMP &&
+      (f.type != TG_PB_WT_VARINT || f.value > INT64_MAX ||
+       tg_pb_reader_next(&r, &f) != 1))
+    __builtin_trap();
+  if (!m0 && tg_pb_reader_next(&r, &f) != 1) __builtin_trap();
+  if (f.id != PKT_SEQ_ID ||
       f.type != TG_PB_WT_VARINT || f.value == 0 || f.value > UINT32_MAX)
     __builtin_trap();
   if (tg_pb_reader_next(&r, &f) != 0) __builtin_trap();
@@ -115,12 +142,29 @@ static int sink(void *ctx, const uint8_t *p, size_t n, const uint8_t *tail,
   return 0;
 }
 
+static tg_merge_host_t *host_at(void *ctx, size_t i) {
+  tg_merge_host_t *hosts = ctx;
+  return i < HOSTS ? &hosts[i] : NULL;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static tg_merge_t m;
   tg_merge_host_t hosts[HOSTS];
   tg_merge_init(&m, sink, NULL);
   for (size_t i = 0; i < HOSTS; i++) tg_merge_host_init(&hosts[i], i);
   n_mapped = 0;
+  joined = size && (data[size - 1] & 1);
+  if (joined) {
+    tg_merge_set_app_tracks(&m, TG_MERGE_APP_JOINED);
+    /* Offsets of either sign, from nothing to seconds; one host without
+     * an estimate (its app sequences stay). */
+    for (size_t i = 0; i + 1 < HOSTS; i++) {
+      int64_t off = size > i ? (int64_t)(int8_t)data[i] * 40000000 : 0;
+      for (int c = 0; c < TG_CLK_N; c++) hosts[i].offset[c] = off + c;
+      hosts[i].has_offset = true;
+      snprintf(hosts[i].name, sizeof(hosts[i].name), "h%zu", i);
+    }
+  }
   size_t at = 0;
   while (size - at >= 3) {
     cur_host = data[at] % HOSTS;
@@ -130,6 +174,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const tg_merge_host_t *mh = &hosts[cur_host];
     uint64_t before = mh->malformed, edge = mh->state_edge,
              lost = mh->state_lost, unplaced = mh->clock_unplaced;
+    uint64_t j_before = mh->joined + mh->joined_early + mh->joined_unclocked +
+                        mh->joined_refused + mh->joined_clock +
+                        mh->joined_pids + mh->joined_uuid +
+                        mh->flows_started + mh->flows_terminated;
     /* The model's verdict before the packet: a packet judged unplaceable
      * may still be a wrapper whose packets are judged one by one. */
     {
@@ -176,6 +224,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         mh->state_lost < lost || mh->n_iseqs > TG_MERGE_HOST_MAX_STATE_SEQS ||
         tg_u32_map_count(&mh->istate) != mh->n_iseqs)
       __builtin_trap();
+    uint64_t j_after = mh->joined + mh->joined_early + mh->joined_unclocked +
+                       mh->joined_refused + mh->joined_clock +
+                       mh->joined_pids + mh->joined_uuid +
+                       mh->flows_started + mh->flows_terminated;
+    if (j_after < j_before || (!joined && j_after) ||
+        mh->n_jseqs > TG_MERGE_HOST_MAX_STATE_SEQS ||
+        tg_u32_map_count(&mh->pids) > TG_MERGE_HOST_MAX_PIDS ||
+        m.uuids.count > TG_MERGE_MAX_UUIDS ||
+        m.flows.count > TG_MERGE_MAX_FLOWS)
+      __builtin_trap();
     at += len;
   }
   for (size_t i = 0; i < HOSTS; i++) {
@@ -187,6 +245,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
          !hosts[i].state_lost_seqs))
       __builtin_trap();
   }
+  tg_merge_links_end(&m, HOSTS, host_at, hosts);
+  for (size_t i = 0; i < HOSTS; i++)
+    if (hosts[i].flows_unmatched >
+        hosts[i].flows_started + hosts[i].flows_terminated)
+      __builtin_trap();
   for (size_t i = 0; i < HOSTS; i++) tg_merge_host_free(&hosts[i]);
   tg_merge_free(&m);
   return 0;

@@ -1,0 +1,589 @@
+/* The merge's joined mode (consumer/fleet/merge_links.h; docs/merge.md,
+ * "Links across hosts"): a host's app sequence goes to machine 0 with no
+ * machine id and its own moved sequence id, its times moved onto the
+ * collector's clock by the host's estimate, its pids remapped and its
+ * process names prefixed with the host's name; what another host owns,
+ * and fields not allowed there, are left out and counted; a host
+ * without a clock estimate keeps its app sequences; the MACHINES mode
+ * writes what it always wrote. With Perfetto's binaries (PERFETTO_BIN),
+ * trace processor joins 10,000 flows from one host's client slices to
+ * another's server slices, each server slice after its client one began,
+ * while the hosts' other data stays on their machines. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/buf.h"
+#include "consumer/fleet/merge.h"
+#include "consumer/fleet/merge_problem.h"
+#include "test_proc.h"
+#include "tracegate/pb_wire.h"
+#include "tracegate/pb_writer.h"
+
+#define HOSTS 2
+#define MS 1000000ull
+/* The collector's BOOTTIME at the head; the hosts' clocks minus it. */
+#define SELF_BOOT (100000 * MS)
+static const int64_t host_offset[HOSTS] = {2 * MS, 7 * MS};
+
+/* --- the merged trace in memory ------------------------------------------------- */
+
+typedef struct fixture {
+  tg_buf_t out; /* a Trace: each write one Trace.packet */
+  tg_merge_t m;
+  tg_merge_host_t hosts[HOSTS];
+} fixture_t;
+
+static int collect(void *ctx, const uint8_t *p, size_t n, const uint8_t *tail,
+                   size_t tail_n) {
+  tg_buf_t *out = ctx;
+  uint8_t hdr[1 + TG_PB_MAX_VARINT_SIZE] = {TG_PB_TAG(1, TG_PB_WT_LEN)};
+  size_t h = (size_t)(tg_pb_write_varint(hdr + 1, n + tail_n) - hdr);
+  if (tg_buf_append(out, hdr, h) < 0 || tg_buf_append(out, p, n) < 0 ||
+      tg_buf_append(out, tail, tail_n) < 0)
+    return -ENOMEM;
+  return 0;
+}
+
+static int setup(void **state) {
+  static fixture_t fx;
+  memset(&fx, 0, sizeof(fx));
+  tg_buf_init(&fx.out, 0);
+  tg_merge_init(&fx.m, collect, &fx.out);
+  tg_merge_set_app_tracks(&fx.m, TG_MERGE_APP_JOINED);
+  for (size_t i = 0; i < HOSTS; i++) tg_merge_host_init(&fx.hosts[i], i);
+  *state = &fx;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture_t *fx = *state;
+  for (size_t i = 0; i < HOSTS; i++) tg_merge_host_free(&fx->hosts[i]);
+  tg_merge_free(&fx->m);
+  tg_buf_free(&fx->out);
+  return 0;
+}
+
+/* The collector's head, and host |i|'s preamble named |name|, with its
+ * clock estimate when |clocked| (a round trip of 100 us). */
+static void head(fixture_t *fx) {
+  tg_merge_self_t self;
+  memset(&self, 0, sizeof(self));
+  snprintf(self.hostname, sizeof(self.hostname), "collector");
+  for (int c = 0; c < TG_CLK_N; c++) self.clocks[c] = SELF_BOOT + (uint64_t)c;
+  assert_int_equal(tg_merge_head(&fx->m, &self), 0);
+}
+
+static void preamble(fixture_t *fx, size_t i, const char *name, bool clocked) {
+  tg_fleet_host_report_t h;
+  memset(&h, 0, sizeof(h));
+  if (clocked) {
+    tg_clock_sample_t *s = &h.clock.best;
+    for (int c = 0; c < TG_CLK_N; c++) {
+      s->before[c] = SELF_BOOT + (uint64_t)c * 1000;
+      s->after[c] = s->before[c] + 100000;
+      s->remote[c] = s->before[c] + 50000 + (uint64_t)host_offset[i];
+    }
+    h.clock.first = h.clock.best;
+    h.clock.estimates = 1;
+  }
+  assert_int_equal(tg_merge_host_preamble(&fx->m, &fx->hosts[i], &h, name), 0);
+}
+
+/* --- packets a host sends ----------------------------------------------------------- */
+
+typedef struct pk {
+  uint8_t buf[1024];
+  tg_pbw_t w;
+} pk_t;
+
+static tg_pbw_t *pk_begin(pk_t *k) {
+  tg_pbw_init(&k->w, k->buf, sizeof(k->buf), NULL, NULL);
+  return &k->w;
+}
+
+/* Host |i| sends the packet of |k| on its sequence |seq|: the merge takes
+ * it (writes it, or leaves it out and counts it). */
+static void pk_send(fixture_t *fx, size_t i, pk_t *k, uint32_t seq) {
+  tg_pbw_append_varint(&k->w, 10, seq);
+  assert_int_equal(tg_pbw_error(&k->w), 0);
+  assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[i], k->buf,
+                                   (size_t)tg_pbw_written(&k->w)),
+                   0);
+}
+
+/* A process's track: TrackDescriptor{uuid, process{pid, process_name}},
+ * first on its sequence (cleared). */
+static void send_process(fixture_t *fx, size_t i, uint32_t seq, uint64_t uuid,
+                         int32_t pid, const char *name) {
+  pk_t k;
+  tg_pbw_t *w = pk_begin(&k);
+  tg_pbw_append_varint(w, 13, 1); /* SEQ_INCREMENTAL_STATE_CLEARED */
+  tg_pbw_begin_nested(w, 60);
+  tg_pbw_append_varint(w, 1, uuid);
+  tg_pbw_begin_nested(w, 3);
+  tg_pbw_append_int(w, 1, pid);
+  tg_pbw_append_string(w, 6, name);
+  tg_pbw_end_nested(w);
+  tg_pbw_end_nested(w);
+  pk_send(fx, i, &k, seq);
+}
+
+/* A thread track under |parent|: TrackDescriptor{uuid, parent_uuid,
+ * thread{pid, tid}}. */
+static void send_thread(fixture_t *fx, size_t i, uint32_t seq, uint64_t uuid,
+                        uint64_t parent, int32_t pid, int32_t tid) {
+  pk_t k;
+  tg_pbw_t *w = pk_begin(&k);
+  tg_pbw_begin_nested(w, 60);
+  tg_pbw_append_varint(w, 1, uuid);
+  tg_pbw_append_varint(w, 5, parent);
+  tg_pbw_begin_nested(w, 4);
+  tg_pbw_append_int(w, 1, pid);
+  tg_pbw_append_int(w, 2, tid);
+  tg_pbw_end_nested(w);
+  tg_pbw_end_nested(w);
+  pk_send(fx, i, &k, seq);
+}
+
+enum { SLICE_BEGIN = 1, SLICE_END = 2 };
+
+/* A TrackEvent at |ts| (on the host's BOOTTIME when |clock| is 0, else
+ * on the sequence's default clock: no timestamp_clock_id written), on
+ * |uuid| (0: the sequence's default track), named |name| (NULL: none),
+ * with a flow started (flow > 0) or ended (flow < 0). */
+static void send_event(fixture_t *fx, size_t i, uint32_t seq, uint64_t ts,
+                       int type, uint64_t uuid, const char *name,
+                       int64_t flow) {
+  pk_t k;
+  tg_pbw_t *w = pk_begin(&k);
+  tg_pbw_append_varint(w, 8, ts);
+  tg_pbw_begin_nested(w, 11);
+  tg_pbw_append_varint(w, 9, (uint64_t)type);
+  if (uuid) tg_pbw_append_varint(w, 11, uuid);
+  if (name) tg_pbw_append_string(w, 23, name);
+  if (flow > 0) tg_pbw_append_fixed64(w, 47, (uint64_t)flow);
+  if (flow < 0) tg_pbw_append_fixed64(w, 48, (uint64_t)-flow);
+  tg_pbw_end_nested(w);
+  tg_pbw_append_varint(w, 13, 2); /* SEQ_NEEDS_INCREMENTAL_STATE */
+  pk_send(fx, i, &k, seq);
+}
+
+/* The sequence-scoped clock 64 (incremental) as Perfetto's SDK and the
+ * agent set it up: defaults naming it and |track| as the events' track
+ * (with the state's clear), then a snapshot tying it to BOOTTIME at
+ * |boot|. */
+static void send_clock64(fixture_t *fx, size_t i, uint32_t seq, uint64_t track,
+                         uint64_t boot) {
+  pk_t k;
+  tg_pbw_t *w = pk_begin(&k);
+  tg_pbw_append_varint(w, 13, 1);
+  tg_pbw_begin_nested(w, 59);
+  tg_pbw_append_varint(w, 58, 64);
+  tg_pbw_begin_nested(w, 11);
+  tg_pbw_append_varint(w, 11, track);
+  tg_pbw_end_nested(w);
+  tg_pbw_end_nested(w);
+  pk_send(fx, i, &k, seq);
+  w = pk_begin(&k);
+  tg_pbw_append_varint(w, 8, boot);
+  tg_pbw_append_varint(w, 58, 6);
+  tg_pbw_begin_nested(w, 6);
+  tg_pbw_begin_nested(w, 1);
+  tg_pbw_append_varint(w, 1, 6);
+  tg_pbw_append_varint(w, 2, boot);
+  tg_pbw_end_nested(w);
+  tg_pbw_begin_nested(w, 1);
+  tg_pbw_append_varint(w, 1, 64);
+  tg_pbw_append_varint(w, 2, boot);
+  tg_pbw_append_bool(w, 3, true);
+  tg_pbw_end_nested(w);
+  tg_pbw_end_nested(w);
+  pk_send(fx, i, &k, seq);
+}
+
+/* --- reading what the merge wrote ------------------------------------------------- */
+
+/* The last value of field |id| of the message |p| (|n| bytes): true with
+ * *f filled when it has one. */
+static bool field(const uint8_t *p, size_t n, uint32_t id, tg_pb_field_t *f) {
+  tg_pb_reader_t r;
+  tg_pb_field_t x;
+  bool found = false;
+  tg_pb_reader_init(&r, p, n);
+  while (tg_pb_reader_next(&r, &x) == 1)
+    if (x.id == id) {
+      *f = x;
+      found = true;
+    }
+  return found;
+}
+
+/* The |k|th packet (from 0) written after |from| bytes of the output. */
+static tg_pb_field_t written(const fixture_t *fx, size_t from, size_t k) {
+  tg_pb_reader_t r;
+  tg_pb_field_t f;
+  tg_pb_reader_init(&r, tg_buf_begin(&fx->out) + from,
+                    tg_buf_size(&fx->out) - from);
+  for (size_t i = 0; i <= k; i++) assert_int_equal(tg_pb_reader_next(&r, &f), 1);
+  return f;
+}
+
+static uint64_t value_of(const tg_pb_field_t *pkt, uint32_t id) {
+  tg_pb_field_t f;
+  assert_true(field(pkt->data, pkt->size, id, &f));
+  return f.value;
+}
+
+static bool has(const tg_pb_field_t *pkt, uint32_t id) {
+  tg_pb_field_t f;
+  return field(pkt->data, pkt->size, id, &f);
+}
+
+/* --- the unit ------------------------------------------------------------------------ */
+
+/* A process track and an event: on machine 0 (no machine id), the
+ * host's sequence id, the time moved by the host's offset, the pid
+ * remapped above pid_max and the name "HOST/name". */
+static void app_packets_go_to_machine_0_moved(void **state) {
+  fixture_t *fx = *state;
+  head(fx);
+  preamble(fx, 0, "alpha", true);
+  preamble(fx, 1, "beta", true);
+  size_t from = tg_buf_size(&fx->out);
+  send_process(fx, 1, 7, 0xB0, 1234, "server");
+  send_event(fx, 1, 7, 50000 * MS, SLICE_BEGIN, 0xB0, "s", 0);
+  tg_pb_field_t d = written(fx, from, 0), e = written(fx, from, 1);
+  uint32_t seq = (2u << TG_MERGE_SEQ_SHIFT) | 7;
+  assert_false(has(&d, 98));
+  assert_false(has(&e, 98));
+  assert_int_equal(value_of(&d, 10), seq);
+  assert_int_equal(value_of(&e, 10), seq);
+  assert_int_equal(value_of(&e, 8), 50000 * MS - (uint64_t)host_offset[1]);
+  tg_pb_field_t td, pd, f;
+  assert_true(field(d.data, d.size, 60, &td));
+  assert_true(field(td.data, td.size, 3, &pd));
+  assert_true(field(pd.data, pd.size, 1, &f));
+  assert_int_equal(f.value, TG_MERGE_PID_BASE);
+  assert_true(field(pd.data, pd.size, 6, &f));
+  assert_int_equal(f.size, strlen("beta/server"));
+  assert_memory_equal(f.data, "beta/server", f.size);
+  /* Host alpha's pid 1234 is another process. */
+  from = tg_buf_size(&fx->out);
+  send_process(fx, 0, 7, 0xA0, 1234, "client");
+  d = written(fx, from, 0);
+  assert_int_equal(value_of(&d, 10), (1u << TG_MERGE_SEQ_SHIFT) | 7);
+  assert_true(field(d.data, d.size, 60, &td));
+  assert_true(field(td.data, td.size, 3, &pd));
+  assert_true(field(pd.data, pd.size, 1, &f));
+  assert_int_equal(f.value, TG_MERGE_PID_BASE + 1);
+  /* A thread of the same pid: the same process. */
+  from = tg_buf_size(&fx->out);
+  send_thread(fx, 1, 7, 0xB1, 0xB0, 1234, 1240);
+  d = written(fx, from, 0);
+  assert_true(field(d.data, d.size, 60, &td));
+  assert_true(field(td.data, td.size, 4, &pd));
+  assert_true(field(pd.data, pd.size, 1, &f));
+  assert_int_equal(f.value, TG_MERGE_PID_BASE);
+  assert_true(field(pd.data, pd.size, 2, &f));
+  assert_int_equal(f.value, TG_MERGE_PID_BASE + 2);
+  assert_int_equal(fx->hosts[1].joined, 3);
+  assert_int_equal(fx->hosts[1].malformed, 0);
+}
+
+/* The sequence-scoped clock: its snapshot's BOOTTIME moved, its own
+ * reading kept, the events' deltas untouched. */
+static void sequence_clock_snapshots_are_moved(void **state) {
+  fixture_t *fx = *state;
+  head(fx);
+  preamble(fx, 0, "alpha", true);
+  size_t from = tg_buf_size(&fx->out);
+  send_process(fx, 0, 3, 0xA0, 99, "app");
+  send_clock64(fx, 0, 3, 0xA0, 40000 * MS);
+  send_event(fx, 0, 3, 1000, SLICE_BEGIN, 0, "x", 0);
+  tg_pb_field_t snap = written(fx, from, 2), cs, c, f;
+  assert_false(has(&snap, 98));
+  /* The packet's own time (on BOOTTIME) moved, appended. */
+  assert_int_equal(value_of(&snap, 8), 40000 * MS - (uint64_t)host_offset[0]);
+  assert_true(field(snap.data, snap.size, 6, &cs));
+  tg_pb_reader_t r;
+  tg_pb_reader_init(&r, cs.data, cs.size);
+  int clocks = 0;
+  while (tg_pb_reader_next(&r, &c) == 1) {
+    assert_true(field(c.data, c.size, 1, &f));
+    uint64_t id = f.value;
+    assert_true(field(c.data, c.size, 2, &f));
+    if (id == 6) assert_int_equal(f.value, 40000 * MS - (uint64_t)host_offset[0]);
+    else assert_int_equal(f.value, 40000 * MS);
+    clocks++;
+  }
+  assert_int_equal(clocks, 2);
+  tg_pb_field_t ev = written(fx, from, 3);
+  assert_int_equal(value_of(&ev, 8), 1000); /* last field 8: the delta */
+  assert_int_equal(fx->hosts[0].joined, 4);
+  assert_int_equal(fx->hosts[0].joined_clock, 0);
+}
+
+/* A uuid another host named first: its descriptor and its events are
+ * left out and counted; the owner's own go on. */
+static void another_hosts_uuid_is_left_out(void **state) {
+  fixture_t *fx = *state;
+  head(fx);
+  preamble(fx, 0, "alpha", true);
+  preamble(fx, 1, "beta", true);
+  send_process(fx, 0, 5, 0x77, 10, "mine");
+  size_t size = tg_buf_size(&fx->out);
+  send_process(fx, 1, 5, 0x77, 10, "taken");
+  send_event(fx, 1, 5, 60000 * MS, SLICE_BEGIN, 0x77, "into", 0);
+  assert_int_equal(tg_buf_size(&fx->out), size);
+  assert_int_equal(fx->hosts[1].joined_uuid, 2);
+  /* A loss of the host, and its problem (merge_problem.h). */
+  assert_int_equal(tg_merge_joined_left_out(&fx->hosts[1]), 2);
+  tg_merge_left_outs_t left;
+  tg_merge_left_outs(&fx->hosts[1], &left);
+  assert_int_equal(left.n, 1);
+  assert_int_equal(left.items[0].reason, TG_MERGE_LEFT_APP_TRACKS);
+  assert_int_equal(left.items[0].packets, 2);
+  assert_int_equal(tg_merge_left_reason_code(TG_MERGE_LEFT_APP_TRACKS),
+                   TG_N_COLLECTOR_APP_TRACKS);
+  send_event(fx, 0, 5, 60000 * MS, SLICE_BEGIN, 0x77, "own", 0);
+  assert_true(tg_buf_size(&fx->out) > size);
+  assert_int_equal(fx->hosts[0].joined_uuid, 0);
+}
+
+/* On a moved sequence, a field outside the narrow set (ftrace, with its
+ * own times) is left out and counted; on the host's other sequences it
+ * goes to the host's machine as ever. */
+static void other_fields_on_a_moved_sequence_are_left_out(void **state) {
+  fixture_t *fx = *state;
+  head(fx);
+  preamble(fx, 0, "alpha", true);
+  send_process(fx, 0, 4, 0xA0, 1, "app");
+  pk_t k;
+  size_t size = tg_buf_size(&fx->out);
+  tg_pbw_t *w = pk_begin(&k);
+  tg_pbw_begin_nested(w, 1); /* ftrace_events */
+  tg_pbw_append_varint(w, 1, 0); /* cpu */
+  tg_pbw_end_nested(w);
+  pk_send(fx, 0, &k, 4);
+  assert_int_equal(tg_buf_size(&fx->out), size);
+  assert_int_equal(fx->hosts[0].joined_refused, 1);
+  /* On a sequence of its own: the host's machine. */
+  w = pk_begin(&k);
+  tg_pbw_begin_nested(w, 1);
+  tg_pbw_append_varint(w, 1, 0);
+  tg_pbw_end_nested(w);
+  pk_send(fx, 0, &k, 9);
+  tg_pb_field_t p = written(fx, size, 0);
+  assert_int_equal(value_of(&p, 98), 1);
+  assert_int_equal(fx->hosts[0].joined_refused, 1);
+  assert_int_equal(fx->hosts[0].malformed, 0);
+}
+
+/* A host without a clock estimate: its app sequences stay on its
+ * machine, counted, for good. */
+static void without_an_estimate_app_tracks_stay(void **state) {
+  fixture_t *fx = *state;
+  head(fx);
+  preamble(fx, 0, "alpha", false);
+  size_t from = tg_buf_size(&fx->out);
+  send_process(fx, 0, 3, 0xA0, 5, "app");
+  tg_pb_field_t d = written(fx, from, 0);
+  assert_int_equal(value_of(&d, 98), 1);
+  assert_int_equal(fx->hosts[0].joined_unclocked, 1);
+  assert_int_equal(fx->hosts[0].joined, 0);
+}
+
+/* Packets of a sequence before its first app packet stay where they went
+ * and are counted once it moves. */
+static void packets_before_the_move_are_counted(void **state) {
+  fixture_t *fx = *state;
+  head(fx);
+  preamble(fx, 0, "alpha", true);
+  pk_t k;
+  for (int i = 0; i < 3; i++) {
+    tg_pbw_t *w = pk_begin(&k);
+    tg_pbw_append_string(w, 900 /* for_testing */, "");
+    pk_send(fx, 0, &k, 6);
+  }
+  assert_int_equal(fx->hosts[0].joined_early, 0);
+  send_process(fx, 0, 6, 0xA0, 5, "app");
+  assert_int_equal(fx->hosts[0].joined_early, 3);
+  assert_int_equal(fx->hosts[0].joined, 1);
+}
+
+static tg_merge_host_t *host_at(void *ctx, size_t i) {
+  fixture_t *fx = ctx;
+  return i < HOSTS ? &fx->hosts[i] : NULL;
+}
+
+/* Flows started and ended per host, and at the end those whose other end
+ * is not in the file. */
+static void flows_are_counted(void **state) {
+  fixture_t *fx = *state;
+  head(fx);
+  preamble(fx, 0, "alpha", true);
+  preamble(fx, 1, "beta", true);
+  send_process(fx, 0, 3, 0xA0, 5, "client");
+  send_process(fx, 1, 3, 0xB0, 5, "server");
+  send_event(fx, 0, 3, 50000 * MS, SLICE_BEGIN, 0xA0, "c", 11);
+  send_event(fx, 0, 3, 50001 * MS, SLICE_BEGIN, 0xA0, "c", 12);
+  send_event(fx, 1, 3, 50002 * MS, SLICE_BEGIN, 0xB0, "s", -11);
+  send_event(fx, 1, 3, 50003 * MS, SLICE_BEGIN, 0xB0, "s", -13);
+  assert_int_equal(fx->hosts[0].flows_started, 2);
+  assert_int_equal(fx->hosts[1].flows_terminated, 2);
+  tg_merge_links_end(&fx->m, HOSTS, host_at, fx);
+  assert_int_equal(fx->hosts[0].flows_unmatched, 1); /* 12 */
+  assert_int_equal(fx->hosts[1].flows_unmatched, 1); /* 13 */
+  tg_merge_links_end(&fx->m, HOSTS, host_at, fx); /* once */
+  assert_int_equal(fx->hosts[0].flows_unmatched, 1);
+}
+
+/* MACHINES: the app packets keep their host's machine, as before. */
+static void machines_mode_keeps_app_tracks_on_the_hosts(void **state) {
+  fixture_t *fx = *state;
+  tg_merge_set_app_tracks(&fx->m, TG_MERGE_APP_MACHINES);
+  head(fx);
+  preamble(fx, 1, "beta", true);
+  size_t from = tg_buf_size(&fx->out);
+  send_process(fx, 1, 7, 0xB0, 1234, "server");
+  send_event(fx, 1, 7, 50000 * MS, SLICE_BEGIN, 0xB0, "s", 5);
+  tg_pb_field_t d = written(fx, from, 0), e = written(fx, from, 1);
+  assert_int_equal(value_of(&d, 98), 2);
+  assert_int_equal(value_of(&e, 98), 2);
+  assert_int_equal(value_of(&e, 8), 50000 * MS);
+  tg_pb_field_t td, pd, f;
+  assert_true(field(d.data, d.size, 60, &td));
+  assert_true(field(td.data, td.size, 3, &pd));
+  assert_true(field(pd.data, pd.size, 1, &f));
+  assert_int_equal(f.value, 1234);
+  assert_int_equal(fx->hosts[1].joined, 0);
+  assert_int_equal(fx->hosts[1].flows_started, 0);
+  tg_merge_app_tracks_t mode;
+  assert_int_equal(tg_merge_app_tracks_parse("machines", &mode), 0);
+  assert_int_equal(mode, TG_MERGE_APP_MACHINES);
+  assert_int_equal(tg_merge_app_tracks_parse("joined", &mode), 0);
+  assert_int_equal(mode, TG_MERGE_APP_JOINED);
+  assert_int_equal(tg_merge_app_tracks_parse("both", &mode), -EINVAL);
+}
+
+/* --- with trace processor ------------------------------------------------------------- */
+
+#define REQUESTS 10000
+
+/* Trace processor's answer to |query| over the merged trace (its last
+ * line, in |out|): tests/support/test_proc.h. False when PERFETTO_BIN is
+ * not set. */
+static bool tp_last_line(const fixture_t *fx, const char *query, char *out,
+                         size_t cap) {
+  char path[] = "/tmp/tg-links-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  size_t n = tg_buf_size(&fx->out);
+  assert_int_equal(write(fd, tg_buf_begin(&fx->out), n), (ssize_t)n);
+  close(fd);
+  int rv = tg_test_tp_answer(path, query, out, cap);
+  unlink(path);
+  assert_true(rv >= 0);
+  return rv == 1;
+}
+
+/* Host alpha's client slices (absolute BOOTTIME times) start a flow each;
+ * host beta's server slices (on the incremental clock 64, as the agent
+ * writes them) end them, 10 us after the client's began on the
+ * collector's clock, beta's clock 5 ms ahead of alpha's. Each host also
+ * has a process of its own in a process tree (not app data). */
+static void trace_processor_joins_flows_across_hosts(void **state) {
+  fixture_t *fx = *state;
+  if (!getenv("PERFETTO_BIN") || !*getenv("PERFETTO_BIN")) {
+    fprintf(stderr, "[ SKIPPED  ] trace processor's flows: PERFETTO_BIN (the "
+                    "directory of Perfetto's binaries) is not set\n");
+    skip();
+  }
+  head(fx);
+  preamble(fx, 0, "alpha", true);
+  preamble(fx, 1, "beta", true);
+  for (size_t i = 0; i < HOSTS; i++) {
+    pk_t k;
+    tg_pbw_t *w = pk_begin(&k);
+    tg_pbw_begin_nested(w, 2); /* process_tree */
+    tg_pbw_begin_nested(w, 1); /* processes */
+    tg_pbw_append_int(w, 1, 4242);
+    tg_pbw_append_int(w, 2, 1);
+    tg_pbw_append_string(w, 3, "daemon");
+    tg_pbw_end_nested(w);
+    tg_pbw_end_nested(w);
+    tg_pbw_append_varint(w, 8, 1000 * MS);
+    pk_send(fx, i, &k, 2);
+  }
+  const uint64_t t0 = 50000 * MS; /* the collector's time of the first */
+  send_process(fx, 0, 3, 0xA0, 300, "client");
+  send_thread(fx, 0, 3, 0xA1, 0xA0, 300, 301);
+  send_process(fx, 1, 3, 0xB0, 300, "server");
+  uint64_t b_prev = t0 + (uint64_t)host_offset[1];
+  send_clock64(fx, 1, 3, 0xB1, b_prev);
+  send_thread(fx, 1, 3, 0xB1, 0xB0, 300, 302);
+  for (uint64_t i = 0; i < REQUESTS; i++) {
+    uint64_t at = t0 + i * 100000; /* every 100 us */
+    uint64_t a = at + (uint64_t)host_offset[0];
+    send_event(fx, 0, 3, a, SLICE_BEGIN, 0xA1, "client", (int64_t)i + 1);
+    uint64_t b = at + 10000 + (uint64_t)host_offset[1];
+    send_event(fx, 1, 3, b - b_prev, SLICE_BEGIN, 0, "server",
+               -((int64_t)i + 1));
+    send_event(fx, 1, 3, 20000, SLICE_END, 0, NULL, 0);
+    b_prev = b + 20000;
+    send_event(fx, 0, 3, a + 50000, SLICE_END, 0xA1, NULL, 0);
+  }
+  tg_merge_links_end(&fx->m, HOSTS, host_at, fx);
+  for (size_t i = 0; i < HOSTS; i++) {
+    assert_int_equal(fx->hosts[i].malformed, 0);
+    assert_int_equal(fx->hosts[i].joined_clock, 0);
+    assert_int_equal(fx->hosts[i].flows_unmatched, 0);
+  }
+  assert_int_equal(fx->hosts[0].flows_started, REQUESTS);
+  assert_int_equal(fx->hosts[1].flows_terminated, REQUESTS);
+  char out[512];
+  assert_true(tp_last_line(
+      fx,
+      "select (select count(*) from flow f join slice c on f.slice_out = "
+      "c.id join slice s on f.slice_in = s.id where c.name = 'client' and "
+      "s.name = 'server' and s.ts >= c.ts and s.ts - c.ts = 10000) || ':' || "
+      "(select count(*) from process where pid = 4242 and machine_id is not "
+      "null) || ':' || (select count(*) from process where name in "
+      "('alpha/client', 'beta/server') and machine_id is null and pid >= "
+      "4194304) || ':' || (select ifnull(sum(value), 0) from stats where "
+      "severity in ('error', 'data_loss') and value > 0)",
+      out, sizeof(out)));
+  assert_string_equal(out, "\"10000:2:2:0\"\n");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(app_packets_go_to_machine_0_moved, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(sequence_clock_snapshots_are_moved, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(another_hosts_uuid_is_left_out, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(
+          other_fields_on_a_moved_sequence_are_left_out, setup, teardown),
+      cmocka_unit_test_setup_teardown(without_an_estimate_app_tracks_stay,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(packets_before_the_move_are_counted,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(flows_are_counted, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          machines_mode_keeps_app_tracks_on_the_hosts, setup, teardown),
+      cmocka_unit_test_setup_teardown(trace_processor_joins_flows_across_hosts,
+                                      setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
