@@ -863,8 +863,7 @@ static void trace_processor_skips_nothing_the_merge_kept(void **state) {
  * input of the fuzz_merge corpus, or of the directory TG_MERGE_CORPUS
  * names), is read by trace processor: no host's packets make it refuse
  * the file. */
-static void trace_processor_reads_the_others_beside_them(void **state) {
-  fixture_t *fx = *state;
+static void reads_the_others_beside_them(fixture_t *fx, bool joined) {
   const char *bin = getenv("PERFETTO_BIN");
   if (!bin || !*bin) {
     fprintf(stderr, "[ SKIPPED  ] the trace processor import: PERFETTO_BIN "
@@ -874,6 +873,17 @@ static void trace_processor_reads_the_others_beside_them(void **state) {
   const char *corpus = getenv("TG_MERGE_CORPUS");
   if (!corpus || !*corpus) corpus = FUZZ_MERGE_CORPUS;
   uint8_t p[256];
+  if (joined) {
+    /* Every host's app sequences on machine 0, beside host 0's: hosts 1
+     * and 2 off by a second either way. */
+    tg_merge_set_app_tracks(&fx->m, TG_MERGE_APP_JOINED);
+    for (size_t i = 0; i < 3; i++) {
+      int64_t off = i == 0 ? 0 : i == 1 ? 1000000000 : -1000000000;
+      for (int c = 0; c < TG_CLK_N; c++) fx->hosts[i].offset[c] = off;
+      fx->hosts[i].has_offset = true;
+      snprintf(fx->hosts[i].name, sizeof(fx->hosts[i].name), "h%zu", i);
+    }
+  }
   assert_int_equal(op_head(fx), 0);
   host_sends(fx, 0, p, evidence_packet(p, sizeof(p), 0));
   for (size_t i = 0; i < sizeof(seqless) / sizeof(seqless[0]); i++)
@@ -917,6 +927,17 @@ static void trace_processor_reads_the_others_beside_them(void **state) {
   }
   assert_int_equal(status, 0); /* imported */
   assert_string_equal(out, "1\n");
+}
+
+static void trace_processor_reads_the_others_beside_them(void **state) {
+  reads_the_others_beside_them(*state, false);
+}
+
+/* The same in the joined mode, where the hosts' app sequences share
+ * machine 0 (docs/merge.md, "Links across hosts"). */
+static void trace_processor_reads_the_others_beside_them_joined(
+    void **state) {
+  reads_the_others_beside_them(*state, true);
 }
 
 /* Trace processor's answer to |sql| over the trace at |path|, its last
@@ -1496,6 +1517,9 @@ int main(void) {
           a_wrapper_that_cannot_inflate_is_left_out, setup, teardown),
       cmocka_unit_test_setup_teardown(
           trace_processor_reads_the_others_beside_them, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          trace_processor_reads_the_others_beside_them_joined, setup,
+          teardown),
       cmocka_unit_test_setup_teardown(
           packets_before_a_later_clear_are_the_rings_edge, setup, teardown),
       cmocka_unit_test_setup_teardown(a_sequence_that_never_clears_is_lost,

@@ -512,17 +512,23 @@ class Runner:
         self.memory = args.tp_memory
         self.work = work
         self.runs = 0
-        # The good host imported alone (no input on the other hosts): what
-        # every round's merged file must hold of it, unchanged.
-        empty = os.path.join(work, "empty")
-        alone = os.path.join(work, "alone.pftrace")
-        open(empty, "wb").close()
-        subprocess.run([self.harness, empty, alone], check=True,
-                       stdout=subprocess.DEVNULL)
-        c, l, self.baseline = self.tp_run(alone)
-        if c or not self.baseline.startswith("1:evidence@"):
-            raise RuntimeError("the good host alone: %s %s %s" % (
-                c, l, self.baseline))
+        # The good host imported alone (no input on the other hosts), in
+        # each mode of the merge (the input's last byte even: machines,
+        # odd: joined, as the harness reads it): what every round's merged
+        # file must hold of it, unchanged.
+        self.baselines = []
+        for mode, data in (("machines", b""), ("joined", b"\x01")):
+            empty = os.path.join(work, "empty-" + mode)
+            alone = os.path.join(work, "alone-%s.pftrace" % mode)
+            with open(empty, "wb") as f:
+                f.write(data)
+            subprocess.run([self.harness, empty, alone], check=True,
+                           stdout=subprocess.DEVNULL)
+            c, l, base = self.tp_run(alone)
+            if c or not base.startswith("1:evidence@"):
+                raise RuntimeError("the good host alone (%s): %s %s %s" % (
+                    mode, c, l, base))
+            self.baselines.append(base)
 
     def limits(self):
         os.setsid()
@@ -546,9 +552,10 @@ class Runner:
         c, l, out = self.tp_run(trace)
         if c:
             return c, l
-        if out != self.baseline:
+        baseline = self.baselines[1 if data and data[-1] & 1 else 0]
+        if out != baseline:
             slices, counters, stats = (out.split("|") + ["", "", ""])[:3]
-            bs, bc, _ = (self.baseline.split("|") + ["", "", ""])[:3]
+            bs, bc, _ = (baseline.split("|") + ["", "", ""])[:3]
             if slices != bs or counters != bc:
                 what = "slices" if slices != bs else "counters"
                 return "evidence", "the good host's %s differ from its " \
@@ -579,19 +586,22 @@ class Runner:
         return None, "", lines[-1].strip().strip('"') if lines else ""
 
 
-# The good host (machine 1: the harness's host 0) as trace processor
+# The good host (machine 1: the harness's host 0; in the joined mode its
+# app tracks are on machine 0, by their names) as trace processor
 # reads it: its slices and counters, and the whole file's stats no host
 # may raise for the others (a refused ClockSnapshot, packets the sorter
 # dropped). One line: "N:slices|N:counters|stats".
 GOOD_HOST_QUERY = (
     "select (select count(*) || ':' || ifnull(group_concat(x, ';'), '') "
     "from (select s.name || '@' || s.ts || '+' || s.dur || '/' || s.depth "
-    "as x from slice s join track t on s.track_id = t.id join machine m "
-    "on t.machine_id = m.id where m.raw_id = 1 order by s.ts, s.name)) "
+    "as x from slice s join track t on s.track_id = t.id left join machine "
+    "m on t.machine_id = m.id where m.raw_id = 1 or (ifnull(m.raw_id, 0) "
+    "= 0 and t.name = 'evidence track') order by s.ts, s.name)) "
     "|| '|' || (select count(*) || ':' || ifnull(group_concat(x, ';'), '') "
     "from (select t.name || '@' || c.ts || '=' || c.value as x from "
-    "counter c join track t on c.track_id = t.id join machine m on "
-    "t.machine_id = m.id where m.raw_id = 1 order by c.ts, t.name)) "
+    "counter c join track t on c.track_id = t.id left join machine m on "
+    "t.machine_id = m.id where m.raw_id = 1 or (ifnull(m.raw_id, 0) = 0 "
+    "and t.name = 'evidence counter') order by c.ts, t.name)) "
     "|| '|' || (select ifnull(group_concat(name || '=' || value, ','), '') "
     "from stats where value > 0 and name in ('invalid_clock_snapshots', "
     "'sorter_push_event_out_of_order'))")

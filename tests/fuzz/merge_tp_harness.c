@@ -14,6 +14,11 @@
  * write. The driver checks that trace processor imports the file and
  * finds host 0's slice and counter as it does in host 0's file alone.
  *
+ * An input whose last byte is odd runs the joined mode (merge.h,
+ * TG_MERGE_APP_JOINED), as fuzz_merge chooses it: host 0 at offset 0, the
+ * others at offsets of either sign taken from the input's first bytes, so
+ * that host 0's track and the others' app sequences share machine 0.
+ *
  * Exit status: 0 written; 1 the input could not be read or the output
  * written, or the merge failed other than by refusing a host with too
  * many sequences (said on stderr).
@@ -150,6 +155,15 @@ int main(int argc, char **argv) {
   self.clocks[TG_CLK_BOOTTIME] = 1000000000000ull;
   self.clocks[TG_CLK_MONOTONIC] = 2000000000000ull;
   self.clocks[TG_CLK_REALTIME] = 1700000000000000000ull;
+  if (size && (in[size - 1] & 1)) {
+    tg_merge_set_app_tracks(&m, TG_MERGE_APP_JOINED);
+    for (size_t i = 0; i < HOSTS; i++) {
+      int64_t off = i && size > i ? (int64_t)(int8_t)in[i] * 40000000 : 0;
+      for (int c = 0; c < TG_CLK_N; c++) hosts[i].offset[c] = off;
+      hosts[i].has_offset = true;
+      snprintf(hosts[i].name, sizeof(hosts[i].name), "h%zu", i);
+    }
+  }
   int rv = tg_merge_head(&m, &self) == 0 ? 0 : -1;
   uint8_t p[256];
   if (rv == 0) rv = packet(&m, &hosts[0], p, evidence(p, 0));
