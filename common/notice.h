@@ -310,6 +310,13 @@
     "summary, under a host: packets that need incremental state their "       \
     "sequence no longer has (no clear since, or lost data) were left out "    \
     "of the merged trace and counted as loss; the count follows")             \
+  X(FLEET_CLOCK_FROM_REQUESTS, 2072, "tracegate",                             \
+    "record --merge: the merged trace's hosts were placed by the requests "   \
+    "between them (docs/merge.md, \"Clocks from requests\"); the hosts "     \
+    "moved and the requests used follow")                                     \
+  X(FLEET_RECLOCK_FAILED, 2073, "tracegate",                                  \
+    "record --merge: placing the hosts by their requests failed; the merged " \
+    "trace is kept as ClockSync placed it; the reason follows")               \
   X(SNAPSHOT_IMPORTS, 2080, "tracegate",                                      \
     "snapshot check: the stored snapshot's whole trace imports into the "     \
     "trace processor named; the snapshot's id follows")                       \

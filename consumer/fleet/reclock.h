@@ -61,6 +61,9 @@
 #define TG_RECLOCK_DRIFT_ALLOWANCE 50e-6
 /* A host whose ClockSync bound the owner does not give. */
 #define TG_RECLOCK_BOUND_UNKNOWN_NS 1000000ull
+/* Where no line keeps every request inside both its bounds, the line
+ * keeps the server's begins after their clients' by this much (ns). */
+#define TG_RECLOCK_BEGIN_SLACK_NS 1000.0
 /* Two paths between hosts disagree past this (beside their margins). */
 #define TG_RECLOCK_DISAGREE_NS 10000.0
 
@@ -108,6 +111,7 @@ typedef struct tg_reclock_stats {
   uint64_t flows_unfollowed, flows_duplicate;
   uint64_t pairs;          /* flows seen on two hosts: samples */
   uint64_t windows, windows_borrowed;
+  uint64_t windows_begin_first; /* fits moved under their upper bounds */
   uint64_t edges, paths_disagree;
   size_t hosts_moved;
   uint64_t bytes_in, bytes_out;

@@ -55,6 +55,16 @@ static bool fit_edge(tg_reclock_t *rc, tg__rc_edge_t *e,
       int rv = tg_pair_clock_fit(e->s + i, j - i, &prior, &fit);
       e->rejected += fit.rejected;
       if (rv == 0 && fit.used >= TG_RECLOCK_WINDOW_MIN_SAMPLES) {
+        /* No line keeps every request inside both bounds: a server's
+         * slice that goes on after it answered (its end past the
+         * client's) breaks the lower bound without anything being out
+         * of order. Trace processor joins a flow only when the server's
+         * slice begins after the client's, so the upper bounds win: the
+         * line goes just under the tightest of them. */
+        if (fit.margin_ns < 0) {
+          fit.offset_ns += fit.margin_ns - TG_RECLOCK_BEGIN_SLACK_NS;
+          st->windows_begin_first++;
+        }
         e->used += fit.used;
         e->win[w] = (tg__rc_win_t){true, fit, e->s[i].c1, e->s[j - 1].c1};
         if (fit.margin_ns < e->min_margin) e->min_margin = fit.margin_ns;
