@@ -82,7 +82,7 @@ static void hosts_with_bounds(tg_reclock_host_t h[HOSTS]) {
 /* --- the recording ---------------------------------------------------------------- */
 
 #define REQUESTS 10000
-#define T0 (50000 * MS) /* the collector's time of the first request */
+#define T0 (150000 * MS) /* the collector's time of the first request */
 #define EVERY (3 * MS)  /* 10,000 requests over 30 s */
 
 /* Host beta's true clock minus the collector's at collector time |t|:
@@ -113,6 +113,27 @@ static void record(fixture_t *fx, bool hostile, bool flows) {
     tg_pbw_end_nested(w);
     tg_pbw_append_varint(w, 8, (uint64_t)(T0 + est_offset[i]));
     pk_send(fx, i, &k, 2);
+  }
+  /* Beta's scheduling: two switches on its CPU 0 (ftrace, BOOTTIME). */
+  {
+    pk_t k;
+    tg_pbw_t *w = pk_begin(&k);
+    tg_pbw_begin_nested(w, 1); /* ftrace_events */
+    tg_pbw_append_varint(w, 1, 0); /* cpu */
+    for (int e = 0; e < 2; e++) {
+      tg_pbw_begin_nested(w, 2); /* event */
+      tg_pbw_append_varint(w, 1, (uint64_t)(T0 + beta_true(T0)) + (uint64_t)e * 1000);
+      tg_pbw_append_varint(w, 2, e ? 4242 : 0);
+      tg_pbw_begin_nested(w, 4); /* sched_switch */
+      tg_pbw_append_string(w, 1, e ? "daemon" : "swapper");
+      tg_pbw_append_int(w, 2, e ? 4242 : 0);
+      tg_pbw_append_string(w, 5, e ? "swapper" : "daemon");
+      tg_pbw_append_int(w, 6, e ? 0 : 4242);
+      tg_pbw_end_nested(w);
+      tg_pbw_end_nested(w);
+    }
+    tg_pbw_end_nested(w);
+    pk_send(fx, 1, &k, 4);
   }
   send_process(fx, 0, 3, 0xA0, 300, "client");
   send_thread(fx, 0, 3, 0xA1, 0xA0, 300, 301);
@@ -206,6 +227,16 @@ static void requests_place_the_server_within_10us(void **state) {
   assert_int_equal(h[1].syncs_moved, 1);
   tp(tg_buf_begin(&m.out), tg_buf_size(&m.out), FLOW_QUERY, out, sizeof(out));
   assert_string_equal(out, "\"10000:0:0:2:0\"\n");
+  /* Beta's own machine: its scheduling (ftrace on BOOTTIME, placed by
+   * its RemoteClockSync) moved with its app slices, by the correction at
+   * the sync's time (before the first request: 400 us). */
+  long long before, after;
+  const char *q = "select min(ts) from sched";
+  tp(tg_buf_begin(&fx->out), tg_buf_size(&fx->out), q, out, sizeof(out));
+  assert_int_equal(sscanf(out, "%lld", &before), 1);
+  tp(tg_buf_begin(&m.out), tg_buf_size(&m.out), q, out, sizeof(out));
+  assert_int_equal(sscanf(out, "%lld", &after), 1);
+  assert_true(after - before > 380 * US && after - before < 420 * US);
   tg_buf_free(&m.out);
 }
 
