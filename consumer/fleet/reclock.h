@@ -38,6 +38,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common/buf.h"
+
 /* Bounds of the scan's tables, so that no file makes them grow without
  * end: flow ids whose halves are kept; host sequences and (sequence,
  * track) slice stacks followed; a stack's depth. Past them: counted. */
@@ -80,6 +82,20 @@ typedef struct tg_reclock_io {
   void (*progress)(void *ctx, int pass, uint64_t bytes);
   void *ctx;
 } tg_reclock_io_t;
+
+/* A merged file in memory as the pass's reader, and a growable buffer as
+ * its writer (reclock_mem.c), for owners that hold the file in memory
+ * (tests, fuzzing, benchmarks): |in| (|n| bytes) is borrowed while the
+ * io is used; |step| > 0 caps each read (so that frames split anywhere).
+ * The rewrite's output is |out|; tg_reclock_mem_free frees it. */
+typedef struct tg_reclock_mem {
+  const uint8_t *in;
+  size_t n, at, step;
+  tg_buf_t out;
+} tg_reclock_mem_t;
+tg_reclock_io_t tg_reclock_mem_io(tg_reclock_mem_t *m, const uint8_t *in,
+                                  size_t n, size_t step);
+void tg_reclock_mem_free(tg_reclock_mem_t *m);
 
 /* One host (machine k + 1, sequence ids (k + 1) << 20). */
 typedef struct tg_reclock_host {

@@ -20,6 +20,7 @@
 #include "consumer/fleet/reclock.h"
 #include "tracegate/pb_wire.h"
 #include "tracegate/pb_writer.h"
+#include "tests/consumer/app_packets.h"
 
 #define MS 1000000ll
 #define SELF_BOOT (100000 * MS)
@@ -60,8 +61,9 @@ static tg_pbw_t *begin(gen_t *g) {
   return &g->w;
 }
 
-static void put(gen_t *g, size_t host, uint32_t seq) {
-  tg_pbw_append_varint(&g->w, 10, seq);
+/* Host |host|'s packet just built, on its sequence 3. */
+static void put(gen_t *g, size_t host) {
+  tg_pbw_append_varint(&g->w, 10, 3);
   if (tg_merge_packet(&g->m, &g->h[host], g->buf,
                       (size_t)tg_pbw_written(&g->w)) < 0)
     g->err = 1;
@@ -69,53 +71,8 @@ static void put(gen_t *g, size_t host, uint32_t seq) {
 
 static void event(gen_t *g, size_t host, uint64_t ts, int type, uint64_t uuid,
                   int64_t flow) {
-  tg_pbw_t *w = begin(g);
-  tg_pbw_append_varint(w, 8, ts);
-  tg_pbw_begin_nested(w, 11);
-  tg_pbw_append_varint(w, 9, (uint64_t)type);
-  if (uuid) tg_pbw_append_varint(w, 11, uuid);
-  if (flow > 0) tg_pbw_append_fixed64(w, 47, (uint64_t)flow);
-  if (flow < 0) tg_pbw_append_fixed64(w, 48, (uint64_t)-flow);
-  tg_pbw_end_nested(w);
-  put(g, host, 3);
-}
-
-static void track(gen_t *g, size_t host, uint64_t uuid, int32_t pid) {
-  tg_pbw_t *w = begin(g);
-  tg_pbw_append_varint(w, 13, 1);
-  tg_pbw_begin_nested(w, 60);
-  tg_pbw_append_varint(w, 1, uuid);
-  tg_pbw_begin_nested(w, 3);
-  tg_pbw_append_int(w, 1, pid);
-  tg_pbw_end_nested(w);
-  tg_pbw_end_nested(w);
-  put(g, host, 3);
-}
-
-/* The server's clock 64 from |boot|, |uuid| its events' default track. */
-static void clock64(gen_t *g, uint64_t uuid, uint64_t boot) {
-  tg_pbw_t *w = begin(g);
-  tg_pbw_begin_nested(w, 59);
-  tg_pbw_append_varint(w, 58, 64);
-  tg_pbw_begin_nested(w, 11);
-  tg_pbw_append_varint(w, 11, uuid);
-  tg_pbw_end_nested(w);
-  tg_pbw_end_nested(w);
-  put(g, 1, 3);
-  w = begin(g);
-  tg_pbw_append_varint(w, 8, boot);
-  tg_pbw_begin_nested(w, 6);
-  tg_pbw_begin_nested(w, 1);
-  tg_pbw_append_varint(w, 1, 6);
-  tg_pbw_append_varint(w, 2, boot);
-  tg_pbw_end_nested(w);
-  tg_pbw_begin_nested(w, 1);
-  tg_pbw_append_varint(w, 1, 64);
-  tg_pbw_append_varint(w, 2, boot);
-  tg_pbw_append_bool(w, 3, true);
-  tg_pbw_end_nested(w);
-  tg_pbw_end_nested(w);
-  put(g, 1, 3);
+  ap_event(begin(g), ts, type, uuid, NULL, flow);
+  put(g, host);
 }
 
 static int make(tg_buf_t *out, uint64_t requests) {
@@ -142,53 +99,32 @@ static int make(tg_buf_t *out, uint64_t requests) {
     if (tg_merge_host_preamble(&g.m, &g.h[i], &h, i ? "beta" : "alpha") < 0)
       return -1;
   }
-  track(&g, 0, 0xA0, 300);
-  track(&g, 1, 0xB0, 300);
+  ap_process(begin(&g), 0xA0, 300, "client");
+  put(&g, 0);
+  ap_process(begin(&g), 0xB0, 300, "server");
+  put(&g, 1);
   int64_t every = 30000 * MS / (int64_t)requests;
   /* Beta's clock: 400 us short of its estimate, drifting 20 ppm. */
 #define BETA(t) (est[1] - 400000 - ((t) - T0) / 50000)
   uint64_t prev = (uint64_t)(T0 + BETA(T0));
-  clock64(&g, 0xB0, prev);
+  ap_clock64_defaults(begin(&g), 0xB0);
+  put(&g, 1);
+  ap_clock64_snapshot(begin(&g), prev);
+  put(&g, 1);
   for (int64_t i = 0; i < (int64_t)requests && !g.err; i++) {
     int64_t at = T0 + i * every;
     uint64_t a = (uint64_t)(at + est[0]);
-    event(&g, 0, a, 1, 0xA0, i + 1);
+    event(&g, 0, a, SLICE_BEGIN, 0xA0, i + 1);
     uint64_t b = (uint64_t)(at + 10000 + BETA(at + 10000));
-    event(&g, 1, b - prev, 1, 0, -(i + 1));
-    event(&g, 1, 20000, 2, 0, 0);
+    event(&g, 1, b - prev, SLICE_BEGIN, 0, -(i + 1));
+    event(&g, 1, 20000, SLICE_END, 0, 0);
     prev = b + 20000;
-    event(&g, 0, a + 50000, 2, 0xA0, 0);
+    event(&g, 0, a + 50000, SLICE_END, 0xA0, 0);
   }
 #undef BETA
   for (size_t i = 0; i < 2; i++) tg_merge_host_free(&g.h[i]);
   tg_merge_free(&g.m);
   return g.err ? -1 : 0;
-}
-
-typedef struct mem {
-  const uint8_t *in;
-  size_t n, at;
-  tg_buf_t out;
-} mem_t;
-
-static ssize_t mem_read(void *ctx, uint8_t *buf, size_t cap) {
-  mem_t *m = ctx;
-  size_t take = m->n - m->at < cap ? m->n - m->at : cap;
-  memcpy(buf, m->in + m->at, take);
-  m->at += take;
-  return (ssize_t)take;
-}
-
-static int mem_rewind(void *ctx) {
-  mem_t *m = ctx;
-  m->at = 0;
-  tg_buf_reset(&m->out);
-  return 0;
-}
-
-static int mem_write(void *ctx, const uint8_t *p, size_t n) {
-  mem_t *m = ctx;
-  return tg_buf_append(&m->out, p, n);
 }
 
 int main(int argc, char **argv) {
@@ -209,9 +145,8 @@ int main(int argc, char **argv) {
   double t = now_s();
   memcpy(copy, tg_buf_begin(&file), n);
   double copy_s = now_s() - t;
-  mem_t m = {.in = tg_buf_begin(&file), .n = n};
-  tg_buf_init(&m.out, 0);
-  tg_reclock_io_t io = {mem_read, mem_rewind, mem_write, NULL, &m};
+  tg_reclock_mem_t m;
+  tg_reclock_io_t io = tg_reclock_mem_io(&m, tg_buf_begin(&file), n, 0);
   tg_reclock_host_t hosts[2] = {{.bound_ns = 50000}, {.bound_ns = 500000}};
   tg_reclock_stats_t st;
   t = now_s();
@@ -229,7 +164,7 @@ int main(int argc, char **argv) {
          mb / pass_s, pass_s, hosts[1].offset_us, hosts[1].drift_ppm,
          (unsigned long long)hosts[1].packets_moved);
   free(copy);
-  tg_buf_free(&m.out);
+  tg_reclock_mem_free(&m);
   tg_buf_free(&file);
   return 0;
 }

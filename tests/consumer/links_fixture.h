@@ -1,5 +1,6 @@
 /* A merged trace built in memory by the merge unit in its joined mode,
- * from packets two hosts send (tests of merge_links.h and reclock.h).
+ * from packets two hosts send (app_packets.h; tests of merge_links.h
+ * and reclock.h).
  * Header-only: each test includes it once and defines HOSTS and
  * SELF_BOOT (the collector's BOOTTIME at the head) first. */
 #ifndef TRACEGATE_TESTS_CONSUMER_LINKS_FIXTURE_H
@@ -13,6 +14,7 @@
 #include "consumer/fleet/merge.h"
 #include "tracegate/pb_wire.h"
 #include "tracegate/pb_writer.h"
+#include "app_packets.h"
 
 /* --- the merged trace in memory ------------------------------------------------- */
 
@@ -103,93 +105,44 @@ static void pk_send(fixture_t *fx, size_t i, pk_t *k, uint32_t seq) {
                    0);
 }
 
-/* A process's track: TrackDescriptor{uuid, process{pid, process_name}},
- * first on its sequence (cleared). */
 static void send_process(fixture_t *fx, size_t i, uint32_t seq, uint64_t uuid,
                          int32_t pid, const char *name) {
   pk_t k;
-  tg_pbw_t *w = pk_begin(&k);
-  tg_pbw_append_varint(w, 13, 1); /* SEQ_INCREMENTAL_STATE_CLEARED */
-  tg_pbw_begin_nested(w, 60);
-  tg_pbw_append_varint(w, 1, uuid);
-  tg_pbw_begin_nested(w, 3);
-  tg_pbw_append_int(w, 1, pid);
-  tg_pbw_append_string(w, 6, name);
-  tg_pbw_end_nested(w);
-  tg_pbw_end_nested(w);
+  ap_process(pk_begin(&k), uuid, pid, name);
   pk_send(fx, i, &k, seq);
 }
 
-/* A thread track under |parent|: TrackDescriptor{uuid, parent_uuid,
- * thread{pid, tid}}. */
 static void send_thread(fixture_t *fx, size_t i, uint32_t seq, uint64_t uuid,
                         uint64_t parent, int32_t pid, int32_t tid) {
   pk_t k;
-  tg_pbw_t *w = pk_begin(&k);
-  tg_pbw_begin_nested(w, 60);
-  tg_pbw_append_varint(w, 1, uuid);
-  tg_pbw_append_varint(w, 5, parent);
-  tg_pbw_begin_nested(w, 4);
-  tg_pbw_append_int(w, 1, pid);
-  tg_pbw_append_int(w, 2, tid);
-  tg_pbw_end_nested(w);
-  tg_pbw_end_nested(w);
+  ap_thread(pk_begin(&k), uuid, parent, pid, tid);
   pk_send(fx, i, &k, seq);
 }
 
-enum { SLICE_BEGIN = 1, SLICE_END = 2 };
-
-/* A TrackEvent at |ts| (on the host's BOOTTIME when |clock| is 0, else
- * on the sequence's default clock: no timestamp_clock_id written), on
- * |uuid| (0: the sequence's default track), named |name| (NULL: none),
- * with a flow started (flow > 0) or ended (flow < 0). */
 static void send_event(fixture_t *fx, size_t i, uint32_t seq, uint64_t ts,
                        int type, uint64_t uuid, const char *name,
                        int64_t flow) {
   pk_t k;
-  tg_pbw_t *w = pk_begin(&k);
-  tg_pbw_append_varint(w, 8, ts);
-  tg_pbw_begin_nested(w, 11);
-  tg_pbw_append_varint(w, 9, (uint64_t)type);
-  if (uuid) tg_pbw_append_varint(w, 11, uuid);
-  if (name) tg_pbw_append_string(w, 23, name);
-  if (flow > 0) tg_pbw_append_fixed64(w, 47, (uint64_t)flow);
-  if (flow < 0) tg_pbw_append_fixed64(w, 48, (uint64_t)-flow);
-  tg_pbw_end_nested(w);
-  tg_pbw_append_varint(w, 13, 2); /* SEQ_NEEDS_INCREMENTAL_STATE */
+  ap_event(pk_begin(&k), ts, type, uuid, name, flow);
   pk_send(fx, i, &k, seq);
 }
 
 /* The sequence-scoped clock 64 (incremental) as Perfetto's SDK and the
- * agent set it up: defaults naming it and |track| as the events' track
- * (with the state's clear), then a snapshot tying it to BOOTTIME at
- * |boot|. */
+ * agent set it up: its defaults, then its snapshot at |boot|. */
 static void send_clock64(fixture_t *fx, size_t i, uint32_t seq, uint64_t track,
                          uint64_t boot) {
   pk_t k;
-  tg_pbw_t *w = pk_begin(&k);
-  tg_pbw_append_varint(w, 13, 1);
-  tg_pbw_begin_nested(w, 59);
-  tg_pbw_append_varint(w, 58, 64);
-  tg_pbw_begin_nested(w, 11);
-  tg_pbw_append_varint(w, 11, track);
-  tg_pbw_end_nested(w);
-  tg_pbw_end_nested(w);
+  ap_clock64_defaults(pk_begin(&k), track);
   pk_send(fx, i, &k, seq);
-  w = pk_begin(&k);
-  tg_pbw_append_varint(w, 8, boot);
-  tg_pbw_append_varint(w, 58, 6);
-  tg_pbw_begin_nested(w, 6);
-  tg_pbw_begin_nested(w, 1);
-  tg_pbw_append_varint(w, 1, 6);
-  tg_pbw_append_varint(w, 2, boot);
-  tg_pbw_end_nested(w);
-  tg_pbw_begin_nested(w, 1);
-  tg_pbw_append_varint(w, 1, 64);
-  tg_pbw_append_varint(w, 2, boot);
-  tg_pbw_append_bool(w, 3, true);
-  tg_pbw_end_nested(w);
-  tg_pbw_end_nested(w);
+  ap_clock64_snapshot(pk_begin(&k), boot);
+  pk_send(fx, i, &k, seq);
+}
+
+/* Host |i|'s own process |pid| named "daemon" at |ts| (host data). */
+static void send_daemon(fixture_t *fx, size_t i, uint32_t seq, int32_t pid,
+                        uint64_t ts) {
+  pk_t k;
+  ap_process_tree(pk_begin(&k), pid, "daemon", ts);
   pk_send(fx, i, &k, seq);
 }
 

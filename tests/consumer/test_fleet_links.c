@@ -328,19 +328,7 @@ static void trace_processor_joins_flows_across_hosts(void **state) {
   head(fx);
   preamble(fx, 0, "alpha", true);
   preamble(fx, 1, "beta", true);
-  for (size_t i = 0; i < HOSTS; i++) {
-    pk_t k;
-    tg_pbw_t *w = pk_begin(&k);
-    tg_pbw_begin_nested(w, 2); /* process_tree */
-    tg_pbw_begin_nested(w, 1); /* processes */
-    tg_pbw_append_int(w, 1, 4242);
-    tg_pbw_append_int(w, 2, 1);
-    tg_pbw_append_string(w, 3, "daemon");
-    tg_pbw_end_nested(w);
-    tg_pbw_end_nested(w);
-    tg_pbw_append_varint(w, 8, 1000 * MS);
-    pk_send(fx, i, &k, 2);
-  }
+  for (size_t i = 0; i < HOSTS; i++) send_daemon(fx, i, 2, 4242, 1000 * MS);
   const uint64_t t0 = 50000 * MS; /* the collector's time of the first */
   send_process(fx, 0, 3, 0xA0, 300, "client");
   send_thread(fx, 0, 3, 0xA1, 0xA0, 300, 301);

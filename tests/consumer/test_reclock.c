@@ -36,47 +36,43 @@ static const int64_t est_offset[HOSTS] = {2 * MS, 7 * MS};
 /* Half the round trips the estimates came from: their bounds. */
 static const uint64_t est_rtt[HOSTS] = {100 * US, 1 * MS};
 
-/* --- the pass over memory --------------------------------------------------------- */
-
-typedef struct mem_io {
-  const uint8_t *in;
-  size_t n, at;
-  tg_buf_t out;
-} mem_io_t;
-
-static ssize_t mem_read(void *ctx, uint8_t *buf, size_t cap) {
-  mem_io_t *m = ctx;
-  /* Odd sizes: frames split anywhere. */
-  size_t take = m->n - m->at < cap ? m->n - m->at : cap;
-  if (take > 4093) take = 4093;
-  memcpy(buf, m->in + m->at, take);
-  m->at += take;
-  return (ssize_t)take;
-}
-
-static int mem_rewind(void *ctx) {
-  mem_io_t *m = ctx;
-  m->at = 0;
-  tg_buf_reset(&m->out);
-  return 0;
-}
-
-static int mem_write(void *ctx, const uint8_t *p, size_t n) {
-  mem_io_t *m = ctx;
-  return tg_buf_append(&m->out, p, n);
-}
-
-static tg_reclock_io_t mem_io(mem_io_t *m, const tg_buf_t *in) {
-  memset(m, 0, sizeof(*m));
-  m->in = tg_buf_begin(in);
-  m->n = tg_buf_size(in);
-  tg_buf_init(&m->out, 0);
-  return (tg_reclock_io_t){mem_read, mem_rewind, mem_write, NULL, m};
-}
+/* --- the hosts' bounds --------------------------------------------------------- */
 
 static void hosts_with_bounds(tg_reclock_host_t h[HOSTS]) {
   memset(h, 0, sizeof(tg_reclock_host_t) * HOSTS);
   for (size_t i = 0; i < HOSTS; i++) h[i].bound_ns = est_rtt[i] / 2;
+}
+
+/* Read in pieces of odd sizes: frames split anywhere. */
+#define READ_STEP 4093
+
+/* The whole pass over |in| into m->out, as the CLI runs it. */
+static void run(const tg_buf_t *in, tg_reclock_mem_t *m,
+                tg_reclock_host_t h[HOSTS], tg_reclock_stats_t *st) {
+  tg_reclock_io_t io =
+      tg_reclock_mem_io(m, tg_buf_begin(in), tg_buf_size(in), READ_STEP);
+  hosts_with_bounds(h);
+  assert_int_equal(tg_reclock_run(&io, h, HOSTS, st), 0);
+}
+
+/* The pass step by step over |n| bytes at |in| into m->out, the hosts
+ * moved by |constant| (NULL: by the fit), the rewrite run whatever moved:
+ * how many hosts moved. */
+static int staged(const uint8_t *in, size_t n, const int64_t *constant,
+                  tg_reclock_mem_t *m, tg_reclock_host_t h[HOSTS],
+                  tg_reclock_stats_t *st) {
+  tg_reclock_io_t io = tg_reclock_mem_io(m, in, n, READ_STEP);
+  hosts_with_bounds(h);
+  memset(st, 0, sizeof(*st));
+  tg_reclock_t *rc = tg_reclock_new(HOSTS);
+  assert_non_null(rc);
+  assert_int_equal(tg_reclock_scan(rc, &io, st), 0);
+  for (size_t k = 0; constant && k < HOSTS; k++)
+    tg_reclock_set_constant(rc, k, constant[k]);
+  int moved = tg_reclock_place(rc, h, st);
+  assert_int_equal(tg_reclock_rewrite(rc, &io, h, st), 0);
+  tg_reclock_free(rc);
+  return moved;
 }
 
 /* --- the recording ---------------------------------------------------------------- */
@@ -101,19 +97,8 @@ static void record(fixture_t *fx, bool hostile, bool flows) {
   head(fx);
   for (size_t i = 0; i < HOSTS; i++)
     lf_preamble(fx, i, i ? "beta" : "alpha", true, est_offset[i], est_rtt[i]);
-  for (size_t i = 0; i < HOSTS; i++) {
-    pk_t k;
-    tg_pbw_t *w = pk_begin(&k);
-    tg_pbw_begin_nested(w, 2); /* process_tree */
-    tg_pbw_begin_nested(w, 1); /* processes */
-    tg_pbw_append_int(w, 1, 4242);
-    tg_pbw_append_int(w, 2, 1);
-    tg_pbw_append_string(w, 3, "daemon");
-    tg_pbw_end_nested(w);
-    tg_pbw_end_nested(w);
-    tg_pbw_append_varint(w, 8, (uint64_t)(T0 + est_offset[i]));
-    pk_send(fx, i, &k, 2);
-  }
+  for (size_t i = 0; i < HOSTS; i++)
+    send_daemon(fx, i, 2, 4242, (uint64_t)(T0 + est_offset[i]));
   /* Beta's scheduling: two switches on its CPU 0 (ftrace, BOOTTIME). */
   {
     pk_t k;
@@ -205,12 +190,10 @@ static void requests_place_the_server_within_10us(void **state) {
   /* Trace processor joins a flow only when the slice ending it comes
    * after the one starting it: pass 1 loses the arrows. */
   assert_true(flows < REQUESTS / 2);
-  mem_io_t m;
-  tg_reclock_io_t io = mem_io(&m, &fx->out);
+  tg_reclock_mem_t m;
   tg_reclock_host_t h[HOSTS];
-  hosts_with_bounds(h);
   tg_reclock_stats_t st;
-  assert_int_equal(tg_reclock_run(&io, h, HOSTS, &st), 0);
+  run(&fx->out, &m, h, &st);
   assert_true(st.rewritten);
   assert_int_equal(st.pairs, REQUESTS);
   assert_int_equal(st.hosts_moved, 1);
@@ -237,7 +220,7 @@ static void requests_place_the_server_within_10us(void **state) {
   tp(tg_buf_begin(&m.out), tg_buf_size(&m.out), q, out, sizeof(out));
   assert_int_equal(sscanf(out, "%lld", &after), 1);
   assert_true(after - before > 380 * US && after - before < 420 * US);
-  tg_buf_free(&m.out);
+  tg_reclock_mem_free(&m);
 }
 
 /* --- without trace processor -------------------------------------------------------- */
@@ -247,42 +230,34 @@ static void requests_place_the_server_within_10us(void **state) {
 static void requests_contradicting_clock_sync_move_nobody(void **state) {
   fixture_t *fx = *state;
   record(fx, true, true);
-  mem_io_t m;
-  tg_reclock_io_t io = mem_io(&m, &fx->out);
+  tg_reclock_mem_t m;
   tg_reclock_host_t h[HOSTS];
-  hosts_with_bounds(h);
   tg_reclock_stats_t st;
-  assert_int_equal(tg_reclock_run(&io, h, HOSTS, &st), 0);
+  run(&fx->out, &m, h, &st);
   assert_int_equal(st.pairs, REQUESTS);
   assert_int_equal(st.hosts_moved, 0);
   assert_false(st.rewritten);
   assert_int_equal(h[1].samples_used, 0);
   assert_int_equal(h[1].samples_rejected, REQUESTS);
   assert_false(h[0].moved || h[1].moved || h[0].anchor);
-  tg_buf_free(&m.out);
+  tg_reclock_mem_free(&m);
 }
 
 /* Written again without a host moved: the same bytes. */
 static void no_flows_across_hosts_pass_byte_for_byte(void **state) {
   fixture_t *fx = *state;
   record(fx, false, false);
-  mem_io_t m;
-  tg_reclock_io_t io = mem_io(&m, &fx->out);
+  tg_reclock_mem_t m;
   tg_reclock_host_t h[HOSTS];
-  hosts_with_bounds(h);
   tg_reclock_stats_t st;
-  memset(&st, 0, sizeof(st));
-  tg_reclock_t *rc = tg_reclock_new(HOSTS);
-  assert_non_null(rc);
-  assert_int_equal(tg_reclock_scan(rc, &io, &st), 0);
+  assert_int_equal(staged(tg_buf_begin(&fx->out), tg_buf_size(&fx->out), NULL,
+                          &m, h, &st),
+                   0);
   assert_int_equal(st.pairs, 0);
-  assert_int_equal(tg_reclock_place(rc, h, &st), 0);
-  assert_int_equal(tg_reclock_rewrite(rc, &io, h, &st), 0);
   assert_int_equal(tg_buf_size(&m.out), tg_buf_size(&fx->out));
   assert_memory_equal(tg_buf_begin(&m.out), tg_buf_begin(&fx->out),
                       tg_buf_size(&fx->out));
-  tg_reclock_free(rc);
-  tg_buf_free(&m.out);
+  tg_reclock_mem_free(&m);
 }
 
 /* The |k|th packet of |b|. */
@@ -300,19 +275,13 @@ static tg_pb_field_t packet_at(const tg_buf_t *b, size_t k) {
 static void every_timed_app_packet_becomes_absolute(void **state) {
   fixture_t *fx = *state;
   record(fx, false, true);
-  mem_io_t m;
-  tg_reclock_io_t io = mem_io(&m, &fx->out);
+  tg_reclock_mem_t m;
   tg_reclock_host_t h[HOSTS];
-  hosts_with_bounds(h);
   tg_reclock_stats_t st;
-  memset(&st, 0, sizeof(st));
-  tg_reclock_t *rc = tg_reclock_new(HOSTS);
-  assert_non_null(rc);
-  assert_int_equal(tg_reclock_scan(rc, &io, &st), 0);
-  tg_reclock_set_constant(rc, 0, 1000);
-  tg_reclock_set_constant(rc, 1, -3000);
-  assert_int_equal(tg_reclock_place(rc, h, &st), 2);
-  assert_int_equal(tg_reclock_rewrite(rc, &io, h, &st), 0);
+  static const int64_t moves[HOSTS] = {1000, -3000};
+  assert_int_equal(staged(tg_buf_begin(&fx->out), tg_buf_size(&fx->out),
+                          moves, &m, h, &st),
+                   2);
   assert_int_equal(h[0].packets_moved, 2 * REQUESTS);
   assert_int_equal(h[1].packets_moved, 2 * REQUESTS);
   /* The packets in the order the merge wrote them: find the first client
@@ -342,13 +311,13 @@ static void every_timed_app_packet_becomes_absolute(void **state) {
     assert_true(field(p.data, p.size, 58, &f));
     assert_int_equal(f.value, 6);
   }
-  tg_reclock_free(rc);
-  tg_buf_free(&m.out);
+  tg_reclock_mem_free(&m);
 }
 
 /* Bytes that are not a trace, and a trace cut short: passed as they are. */
 static void what_does_not_parse_passes_unchanged(void **state) {
   (void)state;
+  static const int64_t moves[HOSTS] = {5, 0};
   static const uint8_t cases[][12] = {
       {0x0A, 0x05, 0x40, 0x01},                   /* cut short */
       {0x0A, 0x02, 0xFF, 0xFF, 0x12, 0x00},       /* a bad packet, field 2 */
@@ -357,26 +326,13 @@ static void what_does_not_parse_passes_unchanged(void **state) {
   };
   static const size_t lens[] = {4, 6, 7, 6};
   for (size_t c = 0; c < sizeof(lens) / sizeof(lens[0]); c++) {
-    tg_buf_t in;
-    tg_buf_init(&in, 0);
-    assert_int_equal(tg_buf_append(&in, cases[c], lens[c]), 0);
-    mem_io_t m;
-    tg_reclock_io_t io = mem_io(&m, &in);
+    tg_reclock_mem_t m;
     tg_reclock_host_t h[HOSTS];
-    hosts_with_bounds(h);
     tg_reclock_stats_t st;
-    memset(&st, 0, sizeof(st));
-    tg_reclock_t *rc = tg_reclock_new(HOSTS);
-    assert_non_null(rc);
-    assert_int_equal(tg_reclock_scan(rc, &io, &st), 0);
-    tg_reclock_set_constant(rc, 0, 5);
-    assert_int_equal(tg_reclock_place(rc, h, &st), 1);
-    assert_int_equal(tg_reclock_rewrite(rc, &io, h, &st), 0);
+    assert_int_equal(staged(cases[c], lens[c], moves, &m, h, &st), HOSTS);
     assert_int_equal(tg_buf_size(&m.out), lens[c]);
     assert_memory_equal(tg_buf_begin(&m.out), cases[c], lens[c]);
-    tg_reclock_free(rc);
-    tg_buf_free(&m.out);
-    tg_buf_free(&in);
+    tg_reclock_mem_free(&m);
   }
 }
 

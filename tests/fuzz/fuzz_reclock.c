@@ -22,34 +22,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define HOSTS 4
 
-typedef struct io {
-  const uint8_t *in;
-  size_t n, at, step;
-  tg_buf_t out;
-} io_t;
-
-static ssize_t io_read(void *ctx, uint8_t *buf, size_t cap) {
-  io_t *m = ctx;
-  size_t take = m->n - m->at;
-  if (take > cap) take = cap;
-  if (take > m->step) take = m->step;
-  memcpy(buf, m->in + m->at, take);
-  m->at += take;
-  return (ssize_t)take;
-}
-
-static int io_rewind(void *ctx) {
-  io_t *m = ctx;
-  m->at = 0;
-  tg_buf_reset(&m->out);
-  return 0;
-}
-
-static int io_write(void *ctx, const uint8_t *p, size_t n) {
-  io_t *m = ctx;
-  return tg_buf_append(&m->out, p, n);
-}
-
 /* Whether |p| is a message that decodes whole (its fields only). */
 static bool decodes(const uint8_t *p, size_t n) {
   tg_pb_reader_t r;
@@ -83,9 +55,8 @@ static void check(const uint8_t *in, size_t n, const tg_buf_t *out, bool moved) 
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  io_t m = {.in = data, .n = size, .step = 1 + size % 61};
-  tg_buf_init(&m.out, 0);
-  tg_reclock_io_t io = {io_read, io_rewind, io_write, NULL, &m};
+  tg_reclock_mem_t m;
+  tg_reclock_io_t io = tg_reclock_mem_io(&m, data, size, 1 + size % 61);
   tg_reclock_host_t h[HOSTS];
   memset(h, 0, sizeof(h));
   h[0].bound_ns = 50000;
@@ -105,6 +76,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       check(data, size, &m.out, true);
   }
   tg_reclock_free(rc);
-  tg_buf_free(&m.out);
+  tg_reclock_mem_free(&m);
   return 0;
 }
