@@ -361,6 +361,31 @@ static int edge_add(tg_reclock_t *rc, const tg__rc_flow_t *f) {
   return 0;
 }
 
+static bool snapshot_boot(const uint8_t *p, size_t n, int64_t *boot);
+
+/* The collector times host |k|'s RemoteClockSync |p| names (its
+ * host_clocks' BOOTTIME): the recording lasts at least that long. */
+static void note_sync(tg_reclock_t *rc, const uint8_t *p, size_t n) {
+  tg_pb_reader_t r, rp;
+  tg_pb_field_t f, g;
+  int64_t boot;
+  tg_pb_reader_init(&r, p, n);
+  while (tg_pb_reader_next(&r, &f) == 1) {
+    if (f.id != RCS_SYNCED_CLOCKS || f.type != TG_PB_WT_LEN) continue;
+    tg_pb_reader_init(&rp, f.data, f.size);
+    while (tg_pb_reader_next(&rp, &g) == 1)
+      if (g.id == SC_HOST_CLOCKS && g.type == TG_PB_WT_LEN &&
+          snapshot_boot(g.data, g.size, &boot) && boot > rc->last_sync)
+        rc->last_sync = boot;
+  }
+}
+
+/* Whether every time of |f| is within the recording (|lo|, |hi|). */
+static bool inside(const tg__rc_flow_t *f, int64_t lo, int64_t hi) {
+  return f->c1 >= lo && f->c2 <= hi && f->s1 >= lo && f->s2 <= hi &&
+         f->c1 <= hi && f->s1 <= hi && f->c2 >= lo && f->s2 >= lo;
+}
+
 /* --- the unit ------------------------------------------------------------------------- */
 
 tg_reclock_t *tg_reclock_new(size_t n_hosts) {
@@ -433,7 +458,11 @@ int tg_reclock_scan(tg_reclock_t *rc, const tg_reclock_io_t *io,
     tg__rc_pkt_t k;
     if (!tg__rc_packet(body, fr.body_n, &k)) {
       st->unparsed++;
-    } else if (!k.has_machine || k.machine == 0) {
+    } else if (k.has_machine && k.machine != 0) {
+      /* Only the collector writes RemoteClockSync (a host's is off the
+       * merge's allowlist). */
+      if (k.rcs) note_sync(rc, k.rcs, k.rcs_n);
+    } else {
       int64_t host = seq_host(rc, &k), t;
       tg__rc_seq_t *s;
       if (host == SEQ_MACHINE0) tg__rc_machine0(rc, &k);
@@ -450,12 +479,26 @@ int tg_reclock_scan(tg_reclock_t *rc, const tg_reclock_io_t *io,
   st->bytes_in = r.pos;
   free(r.buf);
   if (rv < 0) return rv;
+  /* Without the collector's head the recording's span is not known:
+   * every time is taken. */
+  int64_t lo = INT64_MIN, hi = INT64_MAX;
+  if (rc->has_head) {
+    int64_t end = rc->last_sync > rc->head_boot ? rc->last_sync : rc->head_boot;
+    if (__builtin_sub_overflow(rc->head_boot, TG_RECLOCK_RECORDING_SLACK_NS, &lo))
+      lo = INT64_MIN;
+    if (__builtin_add_overflow(end, TG_RECLOCK_RECORDING_SLACK_NS, &hi))
+      hi = INT64_MAX;
+  }
   for (size_t i = 0; i < rc->n_flows; i++) {
     const tg__rc_flow_t *f = &rc->flows[i];
     if (f->c_host == NO_HOST || f->s_host == NO_HOST || f->c_host == f->s_host)
       continue;
-    if (edge_add(rc, f) < 0) return -ENOMEM;
     st->pairs++;
+    if (!inside(f, lo, hi)) {
+      st->pairs_outside++;
+      continue;
+    }
+    if (edge_add(rc, f) < 0) return -ENOMEM;
   }
   return 0;
 }

@@ -61,6 +61,11 @@
 /* The drift two hosts may have had against their estimates (50 ppm of
  * the samples' span), beside their ClockSync bounds. */
 #define TG_RECLOCK_DRIFT_ALLOWANCE 50e-6
+/* The recording's span in collector time, as the collector's own packets
+ * say it (its head's ClockSnapshot, the hosts' RemoteClockSyncs), widened
+ * by this on each side: a request timed outside is not used, so that no
+ * host's wild times widen the windows or the drift allowed for others. */
+#define TG_RECLOCK_RECORDING_SLACK_NS (600ll * 1000000000ll)
 /* A host whose ClockSync bound the owner does not give. */
 #define TG_RECLOCK_BOUND_UNKNOWN_NS 1000000ull
 /* Where no line keeps every request inside both its bounds, the line
@@ -126,6 +131,7 @@ typedef struct tg_reclock_stats {
   uint64_t halves_client, halves_server;
   uint64_t flows_unfollowed, flows_duplicate;
   uint64_t pairs;          /* flows seen on two hosts: samples */
+  uint64_t pairs_outside;  /* of them, timed outside the recording */
   uint64_t windows, windows_borrowed;
   uint64_t windows_begin_first; /* fits moved under their upper bounds */
   uint64_t edges, paths_disagree;

@@ -78,6 +78,7 @@ typedef struct tg__rc_edge {
   tg_pair_sample_t *s;
   size_t n, cap;
   uint64_t used, rejected;
+  uint64_t outside; /* samples timed outside the recording: not used */
   bool fitted, in_tree;
   double min_margin;
   tg__rc_win_t *win;
@@ -95,6 +96,8 @@ struct tg_reclock {
    * hosts' app packets become BOOTTIME by it. */
   bool has_head;
   int64_t head_boot, head_mono, head_real;
+  /* The latest collector time a host's RemoteClockSync names. */
+  int64_t last_sync;
   /* Host sequences on machine 0: seq -> index + 1; the last one used. */
   tg_u64_map_t seq_map;
   tg__rc_seq_t *seqs;

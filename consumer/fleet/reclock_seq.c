@@ -95,6 +95,7 @@ void tg__rc_seqs_reset(tg_reclock_t *rc) {
   rc->n_seqs = 0;
   rc->last_seq = 0;
   rc->has_head = false;
+  rc->last_sync = 0;
 }
 
 /* One clock of a ClockSnapshot: false when it does not parse. */

@@ -90,10 +90,10 @@ static int64_t beta_true(int64_t t) {
 /* Host alpha's client slices (absolute BOOTTIME) each start a flow, and
  * last 50 us; host beta's server slices (the incremental clock 64, as the
  * agent writes them) end them, from 10 us to 30 us after the client's
- * began (the collector's true time). With |hostile|, beta's times claim
- * its answers 30 ms before the requests were sent. Each host also sends
+ * began (the collector's true time). Beta's times are |skew| off what
+ * its clock says (a hostile host). Each host also sends
  * a process of its own (host data, not app data). */
-static void record(fixture_t *fx, bool hostile, bool flows) {
+static void record(fixture_t *fx, int64_t skew, bool flows) {
   head(fx);
   for (size_t i = 0; i < HOSTS; i++)
     lf_preamble(fx, i, i ? "beta" : "alpha", true, est_offset[i], est_rtt[i]);
@@ -123,7 +123,6 @@ static void record(fixture_t *fx, bool hostile, bool flows) {
   send_process(fx, 0, 3, 0xA0, 300, "client");
   send_thread(fx, 0, 3, 0xA1, 0xA0, 300, 301);
   send_process(fx, 1, 3, 0xB0, 300, "server");
-  int64_t skew = hostile ? -30 * MS : 0;
   uint64_t b_prev = (uint64_t)(T0 + beta_true(T0) + skew);
   send_clock64(fx, 1, 3, 0xB1, b_prev);
   send_thread(fx, 1, 3, 0xB1, 0xB0, 300, 302);
@@ -179,7 +178,7 @@ static void tp(const uint8_t *p, size_t n, const char *query, char *out,
 static void requests_place_the_server_within_10us(void **state) {
   fixture_t *fx = *state;
   if (!have_tp("re-clocked flows")) skip();
-  record(fx, false, true);
+  record(fx, 0, true);
   char out[256];
   /* Pass 1 alone: server slices drawn before their client's request. */
   tp(tg_buf_begin(&fx->out), tg_buf_size(&fx->out), FLOW_QUERY, out,
@@ -229,7 +228,7 @@ static void requests_place_the_server_within_10us(void **state) {
  * the drift allowed, every sample is rejected and nobody moves. */
 static void requests_contradicting_clock_sync_move_nobody(void **state) {
   fixture_t *fx = *state;
-  record(fx, true, true);
+  record(fx, -30 * MS, true);
   tg_reclock_mem_t m;
   tg_reclock_host_t h[HOSTS];
   tg_reclock_stats_t st;
@@ -243,10 +242,26 @@ static void requests_contradicting_clock_sync_move_nobody(void **state) {
   tg_reclock_mem_free(&m);
 }
 
+/* Beta's answers an hour after their requests, past the recording the
+ * collector's own packets span: not used, and they widen nothing. */
+static void requests_outside_the_recording_are_not_used(void **state) {
+  fixture_t *fx = *state;
+  record(fx, 3600000 * MS, true);
+  tg_reclock_mem_t m;
+  tg_reclock_host_t h[HOSTS];
+  tg_reclock_stats_t st;
+  run(&fx->out, &m, h, &st);
+  assert_int_equal(st.pairs, REQUESTS);
+  assert_int_equal(st.pairs_outside, REQUESTS);
+  assert_int_equal(st.hosts_moved, 0);
+  assert_false(st.rewritten);
+  tg_reclock_mem_free(&m);
+}
+
 /* Written again without a host moved: the same bytes. */
 static void no_flows_across_hosts_pass_byte_for_byte(void **state) {
   fixture_t *fx = *state;
-  record(fx, false, false);
+  record(fx, 0, false);
   tg_reclock_mem_t m;
   tg_reclock_host_t h[HOSTS];
   tg_reclock_stats_t st;
@@ -274,7 +289,7 @@ static tg_pb_field_t packet_at(const tg_buf_t *b, size_t k) {
  * so trace processor no longer needs beta's running clock. */
 static void every_timed_app_packet_becomes_absolute(void **state) {
   fixture_t *fx = *state;
-  record(fx, false, true);
+  record(fx, 0, true);
   tg_reclock_mem_t m;
   tg_reclock_host_t h[HOSTS];
   tg_reclock_stats_t st;
@@ -342,6 +357,8 @@ int main(void) {
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(
           requests_contradicting_clock_sync_move_nobody, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          requests_outside_the_recording_are_not_used, setup, teardown),
       cmocka_unit_test_setup_teardown(no_flows_across_hosts_pass_byte_for_byte,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(every_timed_app_packet_becomes_absolute,
