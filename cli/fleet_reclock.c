@@ -107,7 +107,12 @@ static int reclock_file(fleet_t *f, const char *final, const char *tmp,
 void fleet_reclock(fleet_t *f) {
   if (f->o->clock_from_requests_off || !flows_across_hosts(f)) return;
   char final[PATH_MAX], tmp[PATH_MAX + 16];
-  if (!realpath(f->out, final)) return; /* "-", or gone: nothing to do */
+  struct stat sb;
+  /* Standard output, a device or a FIFO was written in place: there is
+   * no file to read again. */
+  if (!strcmp(f->out, "-") || !realpath(f->out, final) ||
+      stat(final, &sb) < 0 || !S_ISREG(sb.st_mode))
+    return;
   snprintf(tmp, sizeof(tmp), "%s.reclock.tmp", final);
   tg_reclock_host_t *hosts = calloc(f->n, sizeof(*hosts));
   if (!hosts) {
