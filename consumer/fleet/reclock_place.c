@@ -35,6 +35,9 @@ static double theta_at(const tg__rc_edge_t *e, size_t w, int64_t t) {
 static bool fit_edge(tg_reclock_t *rc, tg__rc_edge_t *e,
                      const tg_reclock_host_t *hosts, tg_reclock_stats_t *st) {
   qsort(e->s, e->n, sizeof(*e->s), by_c1);
+  free(e->win); /* a second placement starts afresh */
+  e->used = e->rejected = 0;
+  e->in_tree = false;
   e->win = calloc(rc->n_win, sizeof(*e->win));
   if (!e->win) return false;
   double span = (double)(rc->t_hi - rc->t_lo);
