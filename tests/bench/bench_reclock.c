@@ -38,16 +38,6 @@ static void usage(FILE *f) {
              "beside a copy\n");
 }
 
-static int collect(void *ctx, const uint8_t *p, size_t n, const uint8_t *tail,
-                   size_t tail_n) {
-  uint8_t hdr[1 + TG_PB_MAX_VARINT_SIZE] = {TG_PB_TAG(1, TG_PB_WT_LEN)};
-  size_t h = (size_t)(tg_pb_write_varint(hdr + 1, n + tail_n) - hdr);
-  if (tg_buf_append(ctx, hdr, h) < 0 || tg_buf_append(ctx, p, n) < 0 ||
-      tg_buf_append(ctx, tail, tail_n) < 0)
-    return -ENOMEM;
-  return 0;
-}
-
 typedef struct gen {
   tg_merge_t m;
   tg_merge_host_t h[2];
@@ -78,7 +68,7 @@ static void event(gen_t *g, size_t host, uint64_t ts, int type, uint64_t uuid,
 static int make(tg_buf_t *out, uint64_t requests) {
   static gen_t g;
   static const int64_t est[2] = {2 * MS, 7 * MS};
-  tg_merge_init(&g.m, collect, out);
+  tg_merge_init(&g.m, ap_collect, out);
   tg_merge_set_app_tracks(&g.m, TG_MERGE_APP_JOINED);
   tg_merge_self_t self;
   memset(&self, 0, sizeof(self));

@@ -2,15 +2,32 @@
  * write them, built into a writer the caller gives (its sequence id
  * excepted): for the merge's tests (links_fixture.h) and for
  * bench_reclock, which build merged files of requests between hosts.
- * Header-only, no test framework. */
+ * Header-only, no test framework; ap_collect is the merge's sink into a
+ * buffer. */
 #ifndef TRACEGATE_TESTS_CONSUMER_APP_PACKETS_H
 #define TRACEGATE_TESTS_CONSUMER_APP_PACKETS_H
 
+#include <errno.h>
 #include <stdint.h>
 
+#include "common/buf.h"
+#include "tracegate/pb_wire.h"
 #include "tracegate/pb_writer.h"
 
 enum { SLICE_BEGIN = 1, SLICE_END = 2 };
+
+/* The merge's sink (merge.h) into a Trace in the tg_buf_t |ctx|: each
+ * packet one Trace.packet field. */
+static inline int ap_collect(void *ctx, const uint8_t *p, size_t n,
+                             const uint8_t *tail, size_t tail_n) {
+  tg_buf_t *out = ctx;
+  uint8_t hdr[1 + TG_PB_MAX_VARINT_SIZE] = {TG_PB_TAG(1, TG_PB_WT_LEN)};
+  size_t h = (size_t)(tg_pb_write_varint(hdr + 1, n + tail_n) - hdr);
+  if (tg_buf_append(out, hdr, h) < 0 || tg_buf_append(out, p, n) < 0 ||
+      tg_buf_append(out, tail, tail_n) < 0)
+    return -ENOMEM;
+  return 0;
+}
 
 /* A process's track: TrackDescriptor{uuid, process{pid, process_name}},
  * first on its sequence (cleared). */

@@ -24,22 +24,11 @@ typedef struct fixture {
   tg_merge_host_t hosts[HOSTS];
 } fixture_t;
 
-static int collect(void *ctx, const uint8_t *p, size_t n, const uint8_t *tail,
-                   size_t tail_n) {
-  tg_buf_t *out = ctx;
-  uint8_t hdr[1 + TG_PB_MAX_VARINT_SIZE] = {TG_PB_TAG(1, TG_PB_WT_LEN)};
-  size_t h = (size_t)(tg_pb_write_varint(hdr + 1, n + tail_n) - hdr);
-  if (tg_buf_append(out, hdr, h) < 0 || tg_buf_append(out, p, n) < 0 ||
-      tg_buf_append(out, tail, tail_n) < 0)
-    return -ENOMEM;
-  return 0;
-}
-
 static int setup(void **state) {
   static fixture_t fx;
   memset(&fx, 0, sizeof(fx));
   tg_buf_init(&fx.out, 0);
-  tg_merge_init(&fx.m, collect, &fx.out);
+  tg_merge_init(&fx.m, ap_collect, &fx.out);
   tg_merge_set_app_tracks(&fx.m, TG_MERGE_APP_JOINED);
   for (size_t i = 0; i < HOSTS; i++) tg_merge_host_init(&fx.hosts[i], i);
   *state = &fx;
