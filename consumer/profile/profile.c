@@ -164,8 +164,8 @@ tg__prof_host_t *tg__prof_host_get(tg_prof_t *p, uint32_t machine, int *err) {
   /* A stack's key is 4 bytes a frame: 64 bytes a stack on average. The
    * pseudo-stacks (one per kind, a 4-byte key) always fit: max_stacks
    * bounds the callstacks alone. */
-  tg__prof_itab_init(&h->stacks, p->seed, l->max_stacks + 8,
-                     l->max_stacks * 64 + 8 * 4);
+  tg__prof_itab_init(&h->stacks, p->seed, l->max_stacks + TG_PROF_STACK_KINDS,
+                     l->max_stacks * 64 + TG_PROF_STACK_KINDS * 4);
   h->pub.machine_id = machine;
   uint32_t empty;
   int added;
@@ -426,7 +426,7 @@ static int stack_get(tg_prof_t *p, tg__prof_host_t *h, uint32_t kind,
                      bool truncated, const uint32_t *ids, size_t n,
                      uint32_t *idx) {
   /* Callstacks with frames are bounded; a stack without frames is one of
-   * the eight pseudo-stacks (the empty callstack is "[no callstack]"). */
+   * the pseudo-stacks (the empty callstack is "[no callstack]"). */
   bool pseudo = n == 0;
   uint32_t *key = p->key_scratch;
   key[0] = kind | (truncated ? 0x100u : 0);
@@ -654,10 +654,12 @@ static int perf_sample(tg_prof_t *p, tg__prof_host_t *h, tg__prof_seq_t *q,
   if (event) return 0;
   if (has_skip) {
     c->skipped[skipped < 5 ? skipped : 0]++;
-    if (skipped >= 1 && skipped <= 3)
-      return count_pseudo(p, h, TG_PROF_STACK_SKIPPED_READ + (uint32_t)skipped - 1,
-                          q, ts);
-    return 0;
+    /* Kept: CPU time the host spent, in a process outside the session's
+     * scope or whose stack was lost. */
+    uint32_t kind = skipped >= 1 && skipped <= 4
+                        ? TG_PROF_STACK_SKIPPED_READ + (uint32_t)skipped - 1
+                        : TG_PROF_STACK_SKIPPED_OTHER;
+    return count_pseudo(p, h, kind, q, ts);
   }
   /* A polled counter reading: no process, no stack, not a sample. */
   if (!has_pid && !has_cs) return 0;

@@ -56,8 +56,8 @@ typedef struct tg_prof_counts {
   uint64_t unnamed_frames;      /* samples with at least one unnamed frame */
   uint64_t truncated;           /* samples whose stack was cut at max_depth */
   uint64_t skipped[5];          /* by PerfSample.sample_skipped_reason (1-4;
-                                 * 0: another); 1-3 are in the stacks as
-                                 * "[skipped: ...]", 4 (not in scope) is not */
+                                 * 0: another), each in a "[skipped: ...]"
+                                 * stack, as trace processor keeps a row */
   uint64_t records_lost;        /* kernel_records_lost, summed */
   uint64_t bad_refs;            /* interned entries naming unknown iids */
   uint64_t refused_entries;     /* interned entries past a bound */
@@ -91,6 +91,9 @@ typedef enum tg_prof_stack_kind {
   TG_PROF_STACK_SKIPPED_READ,
   TG_PROF_STACK_SKIPPED_UNWIND,
   TG_PROF_STACK_SKIPPED_ENQUEUE,
+  TG_PROF_STACK_SKIPPED_SCOPE,
+  TG_PROF_STACK_SKIPPED_OTHER,
+  TG_PROF_STACK_KINDS
 } tg_prof_stack_kind_t;
 
 typedef struct tg_prof_stack {

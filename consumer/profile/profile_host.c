@@ -258,6 +258,8 @@ const char *tg_prof_stack_kind_name(uint32_t kind) {
     case TG_PROF_STACK_SKIPPED_READ: return "[skipped: read]";
     case TG_PROF_STACK_SKIPPED_UNWIND: return "[skipped: unwind]";
     case TG_PROF_STACK_SKIPPED_ENQUEUE: return "[skipped: unwinder queue full]";
+    case TG_PROF_STACK_SKIPPED_SCOPE: return "[skipped: not in scope]";
+    case TG_PROF_STACK_SKIPPED_OTHER: return "[skipped]";
     default: return "[unknown]";
   }
 }
@@ -292,14 +294,15 @@ int tg_prof_function_shares(const tg_prof_host_t *h, tg_prof_func_share_t **out,
    * mapping, as its pprof function is (profile_pprof.c). A name's key is
    * its string index, the unknown ones' past the strings, pseudo ones'
    * past those. */
-  size_t n_keys = h->n_strings + h->n_mappings + 1 + 8;
+  size_t n_keys = h->n_strings + h->n_mappings + 1 + TG_PROF_STACK_KINDS;
   acc_t *a = calloc(n_keys, sizeof(*a));
   if (!a) return -ENOMEM;
   for (size_t i = 0; i < h->n_stacks; i++) {
     const tg_prof_stack_t *s = &h->stacks[i];
     if (!s->samples) continue;
     if (s->kind != TG_PROF_STACK_FRAMES || !s->n) {
-      acc_t *x = &a[h->n_strings + h->n_mappings + 1 + (s->kind & 7)];
+      acc_t *x = &a[h->n_strings + h->n_mappings + 1 +
+                    (s->kind < TG_PROF_STACK_KINDS ? s->kind : 0)];
       x->name = tg_prof_stack_kind_name(s->kind);
       x->self += s->samples;
       x->total += s->samples;

@@ -55,7 +55,7 @@ typedef struct builder {
   vec_t sample_vals;     /* int64_t: two per sample */
   vec_t labels;          /* pb_label_t, one per sample when labelled */
   vec_t comments;        /* int64_t */
-  uint64_t pseudo_loc[8];
+  uint64_t pseudo_loc[TG_PROF_STACK_KINDS];
 } builder_t;
 
 static int str_id(builder_t *b, const char *s, int64_t *id) {
@@ -186,15 +186,16 @@ static int frame_location(builder_t *b, const tg_prof_host_t *h,
 }
 
 static int pseudo_location(builder_t *b, uint32_t kind, uint64_t *id) {
-  if (b->pseudo_loc[kind & 7]) {
-    *id = b->pseudo_loc[kind & 7];
+  if (kind >= TG_PROF_STACK_KINDS) kind = 0;
+  if (b->pseudo_loc[kind]) {
+    *id = b->pseudo_loc[kind];
     return 0;
   }
   uint64_t fid;
   int rv = func_id(b, tg_prof_stack_kind_name(kind), "", &fid);
   if (!rv) rv = push_line(b, fid, 0);
   if (!rv) rv = push_location(b, 0, 0, 1, id);
-  if (!rv) b->pseudo_loc[kind & 7] = *id;
+  if (!rv) b->pseudo_loc[kind] = *id;
   return rv;
 }
 
