@@ -42,30 +42,6 @@ static int group_setup(void **state) {
 }
 
 /* The file at |path|, whole (malloc'ed; *n its size). */
-static uint8_t *slurp(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  assert_int_equal(fseek(f, 0, SEEK_END), 0);
-  long len = ftell(f);
-  assert_true(len >= 0);
-  rewind(f);
-  uint8_t *p = malloc((size_t)len + 1);
-  assert_non_null(p);
-  assert_int_equal(fread(p, 1, (size_t)len, f), (size_t)len);
-  fclose(f);
-  *n = (size_t)len;
-  return p;
-}
-
-static void assert_same_file(const char *a, const char *b) {
-  size_t na, nb;
-  uint8_t *pa = slurp(a, &na), *pb = slurp(b, &nb);
-  assert_int_equal(na, nb);
-  assert_memory_equal(pa, pb, na);
-  free(pa);
-  free(pb);
-}
-
 static size_t file_size(const char *path) {
   struct stat st;
   assert_int_equal(stat(path, &st), 0);

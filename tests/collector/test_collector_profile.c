@@ -42,35 +42,11 @@ static int group_setup(void **state) {
   return fleet_dir_create("profile");
 }
 
-static uint8_t *slurp(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  assert_int_equal(fseek(f, 0, SEEK_END), 0);
-  long len = ftell(f);
-  assert_true(len >= 0);
-  rewind(f);
-  uint8_t *p = malloc((size_t)len + 1);
-  assert_non_null(p);
-  assert_int_equal(fread(p, 1, (size_t)len, f), (size_t)len);
-  fclose(f);
-  *n = (size_t)len;
-  return p;
-}
-
-static void assert_same_file(const char *a, const char *b) {
-  size_t na, nb;
-  uint8_t *pa = slurp(a, &na), *pb = slurp(b, &nb);
-  assert_int_equal(na, nb);
-  assert_memory_equal(pa, pb, na);
-  free(pa);
-  free(pb);
-}
-
 /* The profile at |path| (gzipped profile.proto): its samples' first
  * values summed, and whether a function is named |fn|. */
 static int64_t profile_samples(const char *path, const char *fn, bool *named) {
   size_t n;
-  uint8_t *gz = slurp(path, &n);
+  uint8_t *gz = coll_slurp(path, &n);
   uint8_t *raw = malloc(1 << 20);
   assert_non_null(raw);
   uLongf rn = 1 << 20;
