@@ -405,3 +405,12 @@ void assert_same_file(const char *a, const char *b) {
   free(pa);
   free(pb);
 }
+
+int coll_run_cli(const char *bin, const char *const *argv, const char *err) {
+  int efd = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  assert_true(efd >= 0);
+  pid_t pid = tg_test_spawn_cli(bin, argv, TG_TEST_FD_DEVNULL, efd);
+  close(efd);
+  assert_true(pid > 0);
+  return tg_test_exit_code(tg_test_reap(pid, 90000));
+}

@@ -95,13 +95,7 @@ static int cli_get(const collector_t *c, const char *id,
   for (; *extra && n + 1 < sizeof(argv) / sizeof(argv[0]); extra++)
     argv[n++] = *extra;
   argv[n] = NULL;
-  int efd = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  assert_true(efd >= 0);
-  pid_t pid =
-      tg_test_spawn_cli(TRACEGATE_CLI_PATH, argv, TG_TEST_FD_DEVNULL, efd);
-  close(efd);
-  assert_true(pid > 0);
-  return tg_test_exit_code(tg_test_reap(pid, 90000));
+  return coll_run_cli(TRACEGATE_CLI_PATH, argv, err);
 }
 
 static void one_host_of_a_snapshot(void **state) {

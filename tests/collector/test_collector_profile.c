@@ -117,16 +117,6 @@ static void commit_perf(raw_producer_t *p) {
   assert_int_equal(raw_producer_commit(p, &page, &chunk, 1, 0), 0);
 }
 
-static int run_cli(const char *const *argv, const char *err) {
-  int efd = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  assert_true(efd >= 0);
-  pid_t pid =
-      tg_test_spawn_cli(TRACEGATE_CLI_PATH, argv, TG_TEST_FD_DEVNULL, efd);
-  close(efd);
-  assert_true(pid > 0);
-  return tg_test_exit_code(tg_test_reap(pid, 90000));
-}
-
 static void a_hosts_profile_of_a_snapshot(void **state) {
   (void)state;
   fleet_host_t h[2];
@@ -158,17 +148,17 @@ static void a_hosts_profile_of_a_snapshot(void **state) {
   assert_int_equal(http(&c, "GET", path, part_a), 200);
   const char *err = fleet_in_dir("cli.err");
   const char *prof_argv[] = {"profile", part_a, "--pprof", "-o", cli_a, NULL};
-  assert_int_equal(run_cli(prof_argv, err), 0);
+  assert_int_equal(coll_run_cli(TRACEGATE_CLI_PATH, prof_argv, err), 0);
   assert_same_file(cli_a, prof_a);
   char addr[64];
   snprintf(addr, sizeof(addr), "127.0.0.1:%d", c.port);
   const char *snap_argv[] = {"snapshot", id, "--pprof", "--host", a,
                              "--collector", addr, "-o", snap_a, NULL};
-  assert_int_equal(run_cli(snap_argv, err), 0);
+  assert_int_equal(coll_run_cli(TRACEGATE_CLI_PATH, snap_argv, err), 0);
   assert_same_file(snap_a, prof_a);
   const char *no_host[] = {"snapshot", id, "--pprof", "--collector", addr,
                            "-o", snap_a, NULL};
-  assert_int_equal(run_cli(no_host, err), 2);
+  assert_int_equal(coll_run_cli(TRACEGATE_CLI_PATH, no_host, err), 2);
 
   /* Host B has no samples: a profile without any. */
   snprintf(path, sizeof(path), "/api/v1/snapshots/%s/profile?host=%s", id, b);
