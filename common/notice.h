@@ -201,6 +201,16 @@
     "'..' component, under /proc, /sys or /dev, not a regular file) or "      \
     "left debuginfod lookups past a cap unmade; the counts per reason "       \
     "follow (--json: refused, debuginfod)")                                   \
+  X(PROFILE_HOST_NEEDED, 1070, "tracegate",                                   \
+    "the trace holds CPU profiles of several hosts: name one with --host H "  \
+    "(its name or machine id) or --host all; the hosts follow")               \
+  X(PROFILE_NO_SUCH_HOST, 1071, "tracegate",                                  \
+    "--host names no host with CPU profile samples in the trace; the hosts "  \
+    "that have some follow")                                                  \
+  X(PROFILE_UNNAMED, 1072, "tracegate",                                       \
+    "note: samples of the profile have no callstack, a callstack that was "   \
+    "not interned, an unnamed frame or were past a bound: they are counted "  \
+    "and kept as such (docs/profiles.md); the counts follow")                 \
   X(FLEET_RECONNECTED, 2001, "tracegate",                                     \
     "a host's link came back: the session was re-attached; the time down "    \
     "follows")                                                                \
