@@ -36,6 +36,8 @@
 #define PKT_PROCESS_DESCRIPTOR 43
 #define PKT_THREAD_DESCRIPTOR 44
 #define PKT_DEFAULTS 59
+#define PKT_TIMESTAMP_CLOCK_ID 58
+#define TPD_TIMESTAMP_CLOCK_ID 58 /* TracePacketDefaults' */
 #define PKT_SERVICE_EVENT 69
 /* TracingServiceEvent's markers that drive trace processor's sorter. */
 #define TSE_ALL_DATA_SOURCES_FLUSHED 3
@@ -75,6 +77,9 @@ static const uint32_t builtin_of[TG_CLK_N] = {BUILTIN_BOOTTIME, BUILTIN_MONOTONI
 /* A followed sequence's incremental state (merge.h, istate). */
 typedef struct tg_merge_iseq {
   uint64_t pending; /* left out before its first clear, kind not known yet */
+  /* The clock its TracePacketDefaults name (0: none, or no defaults),
+   * until the next clear. */
+  uint64_t defaults_clock;
   bool valid;       /* as trace processor has it now */
   bool cleared;     /* has had a clear in the host's part */
   bool lost;        /* counted in state_lost_seqs */
@@ -179,6 +184,7 @@ static int state_reads(tg_merge_host_t *mh, uint32_t seq, uint64_t flags,
     if (!q->cleared) mh->state_edge += q->pending;
     q->pending = 0;
     q->cleared = q->valid = true;
+    q->defaults_clock = 0; /* the defaults are incremental state */
   } else if (q && dropped) {
     q->valid = false;
   }
@@ -301,6 +307,40 @@ static bool names_reserved_track(const uint8_t *d, size_t n) {
   return false;
 }
 
+/* The timestamp_clock_id of the TracePacketDefaults |d| (|n| bytes), 0
+ * when it names none; one that does not decode is the schema check's. */
+static uint64_t clock_of_defaults(const uint8_t *d, size_t n) {
+  tg_pb_reader_t r;
+  tg_pb_field_t fld;
+  uint64_t clock = 0;
+  tg_pb_reader_init(&r, d, n);
+  while (tg_pb_reader_next(&r, &fld) == 1)
+    if (fld.id == TPD_TIMESTAMP_CLOCK_ID && fld.type == TG_PB_WT_VARINT)
+      clock = fld.value;
+  return clock;
+}
+
+/* A kept packet of sequence |seq| that sets defaults (|defaults|) naming
+ * |clock|: its sequence's packets without a clock of their own are on it
+ * until the next clear. 0 or -ENOMEM. */
+static int note_defaults(tg_merge_host_t *mh, uint32_t seq, bool defaults,
+                         uint64_t clock) {
+  if (!defaults) return 0;
+  int err = 0;
+  tg_merge_iseq_t *q = iseq_find(mh, seq, clock != 0, &err);
+  if (err) return err;
+  if (q) q->defaults_clock = clock;
+  return 0;
+}
+
+/* Whether sequence |seq|'s defaults name a clock. A sequence past the
+ * bound of those followed is taken to have none. */
+static bool sequence_clock(tg_merge_host_t *mh, uint32_t seq) {
+  int err = 0;
+  tg_merge_iseq_t *q = iseq_find(mh, seq, false, &err);
+  return q && q->defaults_clock;
+}
+
 /* Whether the SystemInfo |d| (|n| bytes) names its machine: Perfetto from
  * v57 takes the last name a machine's SystemInfo packets give, so a host's
  * would rename it; the name is the operator's, which the merge writes. */
@@ -340,6 +380,9 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
   /* Every field is looked at once here; those that matter are rare, so
    * the switch costs a compare or two per field. */
   bool reserved = false, marker = false;
+  /* Its time and clock, and the clock of the defaults it sets. */
+  bool timed = false, clocked = false, defaults = false;
+  uint64_t defaults_clock = 0;
   unsigned hints = 0; /* for the joined mode (merge_links.h) */
   while ((rv = tg_pb_reader_next(&r, &fld)) == 1) {
     switch (fld.id) {
@@ -365,9 +408,21 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
             names_reserved_track(fld.data, fld.size))
           reserved = true;
         break;
+      case PKT_TIMESTAMP:
+        timed = timed || fld.type == TG_PB_WT_VARINT;
+        break;
+      case PKT_TIMESTAMP_CLOCK_ID:
+        clocked = true;
+        break;
+      case PKT_DEFAULTS:
+        hints |= TG__LINKS_HINT;
+        if (fld.type == TG_PB_WT_LEN) {
+          defaults = true;
+          defaults_clock = clock_of_defaults(fld.data, fld.size);
+        }
+        break;
       case PKT_TRACK_EVENT:
       case PKT_INTERNED_DATA:
-      case PKT_DEFAULTS:
       case PKT_PROCESS_DESCRIPTOR:
       case PKT_THREAD_DESCRIPTOR:
         hints |= TG__LINKS_HINT;
@@ -447,10 +502,22 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
   tg_clock_model_apply(&mh->clock, &clocks, (uint32_t)orig);
   uint32_t seq;
   if ((rv = merge_seq(m, mh, (uint32_t)orig, &seq)) < 0) return rv;
+  if ((rv = note_defaults(mh, (uint32_t)orig, defaults, defaults_clock)) < 0)
+    return rv;
   if (links.to_m0) return tg__links_write(m, mh, p, n, seq, &links);
   if (joined) tg__links_stayed(&links);
-  uint8_t tail[2 * (2 + TG_PB_MAX_VARINT_SIZE)];
+  uint8_t tail[3 * (2 + TG_PB_MAX_VARINT_SIZE)];
   uint8_t *t = tail;
+  /* Trace processor v50.1 converts a machine's time to the trace's only
+   * through a clock it is named on: a time on no clock (the packet's nor
+   * its sequence's defaults') would stay the host's raw BOOTTIME, which
+   * Perfetto's services and producers mean by it. Named here, it goes
+   * through the host's clock sync like the rest. */
+  if (timed && !clocked && !sequence_clock(mh, (uint32_t)orig)) {
+    t = tg_pb_write_varint(t, TG_PB_TAG(PKT_TIMESTAMP_CLOCK_ID,
+                                        TG_PB_WT_VARINT));
+    t = tg_pb_write_varint(t, BUILTIN_BOOTTIME);
+  }
   t = tg_pb_write_varint(t, TG_PB_TAG(PKT_MACHINE_ID, TG_PB_WT_VARINT));
   t = tg_pb_write_varint(t, mh->machine_id);
   t = tg_pb_write_varint(t, TG_PB_TAG(PKT_SEQ_ID, TG_PB_WT_VARINT));
@@ -575,6 +642,9 @@ static int sync_instant(tg_merge_t *m, const tg_merge_host_t *mh,
   tg_pbw_t w;
   tg_pbw_init(&w, buf, sizeof(buf), NULL, NULL);
   tg_pbw_append_varint(&w, PKT_TIMESTAMP, s->remote[TG_CLK_BOOTTIME]);
+  /* Named: trace processor v50.1 converts a machine's time only through
+   * a clock the packet or its sequence names (merge_one). */
+  tg_pbw_append_varint(&w, PKT_TIMESTAMP_CLOCK_ID, BUILTIN_BOOTTIME);
   tg_pbw_begin_nested(&w, PKT_TRACK_EVENT);
   tg_pbw_append_varint(&w, TE_TYPE, TE_TYPE_INSTANT);
   tg_pbw_append_varint(&w, TE_TRACK_UUID,

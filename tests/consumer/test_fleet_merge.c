@@ -1106,6 +1106,97 @@ static void trace_processor_finds_the_evidence(fixture_t *fx) {
   assert_string_equal(out, "0\n");
 }
 
+/* Host 0's instant named |name| at |ts| on track 77 (sequence 5), with
+ * TracePacketDefaults naming |defaults_clock| first when not 0; the
+ * first call clears the sequence and describes the track. */
+static size_t instant(uint8_t *buf, size_t cap, const char *name, uint64_t ts,
+                      bool first, uint64_t defaults_clock) {
+  tg_pbw_t w;
+  tg_pbw_init(&w, buf, cap, NULL, NULL);
+  if (first) {
+    tg_pbw_begin_nested(&w, 60);
+    tg_pbw_append_varint(&w, 1, 77);
+    tg_pbw_append_string(&w, 2, "plain");
+    tg_pbw_end_nested(&w);
+    tg_pbw_append_varint(&w, 13, 1);
+  }
+  if (defaults_clock) {
+    tg_pbw_begin_nested(&w, 59);
+    tg_pbw_append_varint(&w, 58, defaults_clock);
+    tg_pbw_end_nested(&w);
+  }
+  tg_pbw_append_varint(&w, 8, ts);
+  tg_pbw_begin_nested(&w, 11);
+  tg_pbw_append_varint(&w, 9, 3); /* TYPE_INSTANT */
+  tg_pbw_append_varint(&w, 11, 77);
+  tg_pbw_append_string(&w, 23, name);
+  tg_pbw_end_nested(&w);
+  return packet_end(&w, 5);
+}
+
+/* Whether the last packet written names a timestamp clock (field 58). */
+static bool last_packet_names_a_clock(const fixture_t *fx) {
+  const uint8_t *b = tg_buf_begin(&fx->sink.out);
+  size_t size = tg_buf_size(&fx->sink.out);
+  tg_pb_reader_t tr, r;
+  tg_pb_field_t pkt, f, last = {0};
+  tg_pb_reader_init(&tr, b, size);
+  while (tg_pb_reader_next(&tr, &pkt) == 1) last = pkt;
+  assert_non_null(last.data);
+  bool named = false;
+  tg_pb_reader_init(&r, last.data, last.size);
+  while (tg_pb_reader_next(&r, &f) == 1)
+    if (f.id == 58) named = true;
+  return named;
+}
+
+/* A host's time on no clock (neither its packet's nor its sequence's
+ * defaults') is named BOOTTIME as the merge writes it, so that it goes
+ * through the host's clock sync: trace processor v50.1 keeps such a time
+ * of a machine as the host's raw BOOTTIME, seconds to days off the
+ * others' on hosts booted at other times. A time whose sequence's
+ * defaults name a clock keeps that clock; so does one that names its
+ * own. The "clocks tied" instant is on the collector's timeline too. */
+static void a_time_on_no_clock_goes_through_the_clock_sync(void **state) {
+  fixture_t *fx = *state;
+  uint8_t p[256];
+  assert_int_equal(op_head(fx), 0);
+  /* The host's clocks read 2e9 when the collector's read 1000001000. */
+  host_preamble_with_clocks(fx, 0);
+  host_sends(fx, 0, p, instant(p, sizeof(p), "on no clock", 2000005000ull,
+                               true, 0));
+  assert_true(last_packet_names_a_clock(fx));
+  tg_pbw_t w;
+  tg_pbw_init(&w, p, sizeof(p), NULL, NULL);
+  tg_pbw_append_varint(&w, 8, 2000006000ull);
+  tg_pbw_append_varint(&w, 58, 6);
+  tg_pbw_begin_nested(&w, 11);
+  tg_pbw_append_varint(&w, 9, 3);
+  tg_pbw_append_varint(&w, 11, 77);
+  tg_pbw_append_string(&w, 23, "on its own clock");
+  tg_pbw_end_nested(&w);
+  size_t n = packet_end(&w, 5);
+  host_sends(fx, 0, p, n);
+  assert_true(last_packet_names_a_clock(fx));
+  size_t before = tg_buf_size(&fx->sink.out);
+  /* Defaults naming clock 64 on the sequence: its times are on it. */
+  n = instant(p, sizeof(p), "on the defaults' clock", 0, false, 64);
+  host_sends(fx, 0, p, n);
+  assert_true(tg_buf_size(&fx->sink.out) > before);
+  assert_false(last_packet_names_a_clock(fx));
+  char out[256];
+  if (!tp_query(fx, "select name || '@' || ts from slice where name != "
+                    "'on the defaults'' clock' order by ts",
+                out, sizeof(out)))
+    return;
+  /* The last line: the times moved by the sync (1e9 - 1000 ns). */
+  assert_string_equal(out, "\"on its own clock@1000007000\"\n");
+  tp_query(fx, "select count(*) from slice where ts between 1000000000 and "
+               "1000010000",
+           out, sizeof(out));
+  assert_string_equal(out, "3\n");
+}
+
 /* ftrace_events{cpu: 0, ftrace_clock: GLOBAL,
  * previous_bundle_end_timestamp: 5000} without its clock pair: trace
  * processor converts the first bundle's timestamp of a CPU on the
@@ -1538,6 +1629,8 @@ int main(void) {
           a_hosts_descriptor_of_a_name_uuid_is_left_out, setup, teardown),
       cmocka_unit_test_setup_teardown(
           each_hosts_system_info_names_its_machine, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          a_time_on_no_clock_goes_through_the_clock_sync, setup, teardown),
       cmocka_unit_test_setup_teardown(
           a_hosts_system_info_naming_its_machine_is_left_out, setup,
           teardown),

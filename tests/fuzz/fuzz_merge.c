@@ -69,6 +69,7 @@ static tg_clock_verdict_t cur_verdict;
 static uint64_t cur_marker_before;
 static bool joined;
 
+#define PKT_TIMESTAMP_CLOCK_ID 58
 #define PKT_TIMESTAMP 8
 
 static void check_overflow(uint32_t orig, uint32_t seq) {
@@ -106,10 +107,25 @@ static int sink(void *ctx, const uint8_t *p, size_t n, const uint8_t *tail,
   /* Written, so the model placed its times (unless it came out of a
    * wrapper, whose packets are judged one by one). */
   if (cur_verdict != TG_CLOCK_OK && !cur_wrapper) __builtin_trap();
-  /* The tail: machine id, then sequence id, nothing else; or, on
+  /* The tail: machine id, then sequence id, nothing else, after BOOTTIME
+   * named as the timestamp's clock for a time on no clock; or, on
    * machine 0 in the joined mode, a timestamp maybe, then the id. */
   tg_pb_reader_init(&r, tail, tail_n);
   if (tg_pb_reader_next(&r, &f) != 1) __builtin_trap();
+  if (f.id == PKT_TIMESTAMP_CLOCK_ID) {
+    if (f.type != TG_PB_WT_VARINT || f.value != 6) __builtin_trap();
+    /* Only for a packet with a time and no clock of its own. */
+    tg_pb_reader_t pr;
+    tg_pb_field_t pf;
+    bool timed = false;
+    tg_pb_reader_init(&pr, p, n);
+    while (tg_pb_reader_next(&pr, &pf) == 1) {
+      if (pf.id == PKT_TIMESTAMP_CLOCK_ID) __builtin_trap();
+      if (pf.id == PKT_TIMESTAMP && pf.type == TG_PB_WT_VARINT) timed = true;
+    }
+    if (!timed || tg_pb_reader_next(&r, &f) != 1 || f.id != PKT_MACHINE_ID)
+      __builtin_trap();
+  }
   bool m0 = f.id != PKT_MACHINE_ID;
   if (m0 && !joined) __builtin_trap();
   /* On machine 0 a packet says no machine of its own (merge_links.c). */
