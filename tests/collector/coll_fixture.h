@@ -89,6 +89,9 @@ void coll_fill(uint8_t *buf, size_t n, uint64_t seed);
   "[{\"kind\":\"data_source\",\"data_source\":\"linux.ftrace\"}]"
 /* And the perf boost it gives it. */
 #define COLL_FX_PARTIAL_BOOST "{\"state\":\"failed\",\"frequency_hz\":499}"
+/* And its requests across hosts. */
+#define COLL_FX_PARTIAL_LINKS \
+  "{\"mode\":\"joined\",\"flows_started\":7,\"flows_unmatched\":2}"
 
 /* Begins a snapshot with |trigger| (reason "r", origin "o"), writes |bytes|
  * bytes from |seed| in pieces, and finishes it with the hosts named in

@@ -480,7 +480,7 @@ static void pg_schema_is_created_once_and_versioned(void **state) {
   psql(fx->conninfo,
        "DO $$ BEGIN IF (SELECT count(*) FROM schema_version) <> 1 OR"
        " (SELECT version FROM schema_version"
-       "  WHERE component = 'tracegate-collector') <> 4"
+       "  WHERE component = 'tracegate-collector') <> 5"
        " THEN RAISE EXCEPTION 'schema_version'; END IF; END $$");
 }
 
@@ -498,7 +498,7 @@ static void pg_schema_1_moves_to_2_keeping_rows(void **state) {
        "ALTER TABLE snapshot_hosts ADD CONSTRAINT snapshot_hosts_outcome_check"
        " CHECK (outcome IN (0, 1));"
        "ALTER TABLE snapshot_hosts DROP COLUMN name, DROP COLUMN problems,"
-       " DROP COLUMN boost;"
+       " DROP COLUMN boost, DROP COLUMN links;"
        "UPDATE schema_version SET version = 1;"
        "INSERT INTO snapshots (member, state, started_ms, trigger, reason,"
        " origin) VALUES (0, 1, 1, 't', '', '');"
@@ -508,12 +508,38 @@ static void pg_schema_1_moves_to_2_keeping_rows(void **state) {
   tg_coll_catalog_close(cat);
   psql(fx->conninfo,
        "DO $$ BEGIN IF (SELECT version FROM schema_version"
-       "  WHERE component = 'tracegate-collector') <> 4 OR"
+       "  WHERE component = 'tracegate-collector') <> 5 OR"
        " (SELECT count(*) FROM snapshot_hosts WHERE host = 'old'"
-       "  AND name = '' AND problems = '' AND boost = '') <> 1"
-       " THEN RAISE EXCEPTION 'migration'; END IF; END $$;"
+       "  AND name = '' AND problems = '' AND boost = '' AND links = '')"
+       " <> 1 THEN RAISE EXCEPTION 'migration'; END IF; END $$;"
        "INSERT INTO snapshot_hosts SELECT id, 'new', 2, '', 0, 0, 0, 0, 0,"
-       " 'a name', '[]', '{}' FROM snapshots;");
+       " 'a name', '[]', '{}', '{}' FROM snapshots;");
+}
+
+/* A catalog of schema 4 (no links) moves to 5 at open: its host rows
+ * kept with none, a new snapshot's host then read back with its links. */
+static void pg_schema_4_moves_to_5_adding_links(void **state) {
+  coll_fixture_t *fx = coll_fx(state);
+  static const char *const cut[] = {"~alpha", NULL};
+  uint64_t old_id, id;
+  assert_int_equal(coll_snapshot(fx->store, "t", cut, 10, 1, &old_id), 0);
+  coll_fixture_close(fx);
+  psql(fx->conninfo, "ALTER TABLE snapshot_hosts DROP COLUMN links;"
+                     "UPDATE schema_version SET version = 4;");
+  assert_int_equal(coll_fixture_open(fx), 0);
+  tg_coll_host_t h[1];
+  size_t n;
+  assert_int_equal(tg_coll_store_hosts(fx->store, old_id, h, 1, &n), 0);
+  assert_int_equal(n, 1);
+  assert_string_equal(h[0].boost, COLL_FX_PARTIAL_BOOST);
+  assert_string_equal(h[0].links, "");
+  assert_int_equal(coll_snapshot(fx->store, "t", cut, 10, 2, &id), 0);
+  assert_int_equal(tg_coll_store_hosts(fx->store, id, h, 1, &n), 0);
+  assert_string_equal(h[0].links, COLL_FX_PARTIAL_LINKS);
+  psql(fx->conninfo,
+       "DO $$ BEGIN IF (SELECT version FROM schema_version"
+       "  WHERE component = 'tracegate-collector') <> 5"
+       " THEN RAISE EXCEPTION 'schema_version'; END IF; END $$");
 }
 
 static void pg_schema_newer_or_foreign_is_refused(void **state) {
@@ -524,7 +550,7 @@ static void pg_schema_newer_or_foreign_is_refused(void **state) {
   psql(fx->conninfo, "UPDATE schema_version SET version = 99");
   assert_int_equal(tg_coll_catalog_pg_open(fx->conninfo, 0, &cat),
                    TG_ENOT_SUPPORTED);
-  psql(fx->conninfo, "UPDATE schema_version SET version = 4");
+  psql(fx->conninfo, "UPDATE schema_version SET version = 5");
   assert_int_equal(tg_coll_catalog_pg_open(fx->conninfo, 0, &cat), 0);
   tg_coll_catalog_close(cat);
 
@@ -626,6 +652,8 @@ int main(void) {
                                       coll_pg_setup, coll_teardown),
       cmocka_unit_test_setup_teardown(pg_schema_1_moves_to_2_keeping_rows,
                                       coll_pg_setup, coll_teardown),
+      cmocka_unit_test_setup_teardown(pg_schema_4_moves_to_5_adding_links,
+                                      coll_pg_setup_open, coll_teardown),
       cmocka_unit_test(pg_malformed_uri_never_logs_its_password),
       cmocka_unit_test_setup_teardown(pg_unreachable_server_fails_cleanly,
                                       coll_pg_setup, coll_teardown),

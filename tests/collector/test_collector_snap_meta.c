@@ -22,7 +22,8 @@ static const tg_coll_host_result_t hosts[] = {
      .window_last_ms = 20},
     {.host = "beta:7000", .outcome = TG_COLL_HOST_FAILED, .error = "gone",
      .problems = "[]", .loss = 3,
-     .boost = "{\"state\":\"failed\",\"reason\":\"timeout\"}"},
+     .boost = "{\"state\":\"failed\",\"reason\":\"timeout\"}",
+     .links = "{\"mode\":\"joined\",\"flows_unmatched\":4}"},
 };
 
 /* The sidecar of a PARTIAL snapshot 0x2a. */
@@ -72,6 +73,9 @@ static void meta_made_parses_back(void **state) {
   assert_string_equal(m.hosts[0].boost, "");
   assert_string_equal(m.hosts[1].boost,
                       "{\"state\":\"failed\",\"reason\":\"timeout\"}");
+  assert_string_equal(m.hosts[0].links, "");
+  assert_string_equal(m.hosts[1].links,
+                      "{\"mode\":\"joined\",\"flows_unmatched\":4}");
   tg_coll_meta_free(&m);
   tg_coll_meta_free(&m); /* idempotent */
   free(text);
@@ -128,6 +132,7 @@ static void meta_edited_is_refused_naming_the_field(void **state) {
   refused("\"trigger\":\"oom\"", "\"trigger\":\"\"", "trigger");
   refused("\"started_ms\":42", "\"started_ms\":4.2", "started_ms");
   refused("\"outcome\":\"ok\"", "\"outcome\":\"fine\"", "hosts[0].outcome");
+  refused("\"links\":\"\"", "\"links\":7", "hosts[0].links");
   refused("\"host\":\"alpha:7000\"", "\"host\":7", "hosts[0].host");
   refused("\"hosts\":[", "\"hosts\":7,\"x\":[", "hosts");
   refused("\"index\":true", "\"index\":true,\"index\":false", "JSON");
