@@ -146,6 +146,31 @@ static void meta_edited_is_refused_naming_the_field(void **state) {
   refused("\"reason\":\"why \\\"quoted\\\"\"", to, "reason");
 }
 
+/* A sidecar of an older collector has no boost nor links: none. */
+static void meta_of_an_older_collector_has_no_links(void **state) {
+  (void)state;
+  size_t len;
+  char *text = made(&len);
+  static const char *const keys[] = {"\"boost\":\"\",", "\"links\":\"\","};
+  for (size_t k = 0; k < 2; k++) {
+    char *at = strstr(text, keys[k]);
+    assert_non_null(at);
+    size_t cut = strlen(keys[k]);
+    memmove(at, at + cut, strlen(at + cut) + 1);
+    len -= cut;
+  }
+  assert_null(strstr(text, "\"links\":\"\""));
+  tg_coll_meta_t m;
+  char why[256];
+  assert_int_equal(tg_coll_meta_parse(text, len, &m, why, sizeof why), 0);
+  assert_string_equal(m.hosts[0].boost, "");
+  assert_string_equal(m.hosts[0].links, "");
+  assert_string_equal(m.hosts[1].links,
+                      "{\"mode\":\"joined\",\"flows_unmatched\":4}");
+  tg_coll_meta_free(&m);
+  free(text);
+}
+
 static void meta_over_the_cap_or_not_json_is_refused(void **state) {
   (void)state;
   tg_coll_meta_t m;
@@ -166,6 +191,7 @@ int main(void) {
       cmocka_unit_test(meta_of_a_failed_row_is_not_made),
       cmocka_unit_test(meta_edited_is_refused_naming_the_field),
       cmocka_unit_test(meta_over_the_cap_or_not_json_is_refused),
+      cmocka_unit_test(meta_of_an_older_collector_has_no_links),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
