@@ -78,8 +78,8 @@ FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader \
                 fuzz_ds_descriptor fuzz_collector_id fuzz_snap_index fuzz_snap_meta fuzz_collector_routes fuzz_collector_config \
                 fuzz_snapshot_json fuzz_bridge_policy fuzz_ws_screen \
                  fuzz_name_regex fuzz_units fuzz_json_text \
-                 fuzz_alertmanager fuzz_cli_ftrace_loss fuzz_merge \
-                 fuzz_coll_window fuzz_boost_seq fuzz_perf_record fuzz_perf_config fuzz_perf_maps fuzz_perf_elf fuzz_elf_plt fuzz_symbolize \
+                 fuzz_alertmanager fuzz_cli_ftrace_loss fuzz_merge fuzz_reclock \
+                 fuzz_coll_window fuzz_boost_seq fuzz_perf_record fuzz_perf_config fuzz_perf_maps fuzz_perf_elf fuzz_elf_plt fuzz_symbolize fuzz_profile \
                  fuzz_s3_xml fuzz_s3_sigv4 fuzz_s3_credentials \
                  fuzz_tp_why fuzz_traceparent fuzz_emit_rpc fuzz_check_runner
 

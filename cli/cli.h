@@ -54,6 +54,14 @@ int cli_symbolize_main(int argc, char **argv);
 int cli_trigger_main(int argc, char **argv);
 int cli_snapshot_main(int argc, char **argv);
 int cli_bridge_main(int argc, char **argv);
+int cli_profile_main(int argc, char **argv);
+/* profile.c: |p|'s hosts named by |host| (NULL: the only one with
+ * samples; "all") as pprof to |out| (NULL or "-": stdout), or as a
+ * summary (|json|). Returns an exit status, after saying why. */
+struct tg_prof;
+int cli_profile_output(const char *prog, const struct tg_prof *p,
+                       const char *host, const char *out, bool pprof,
+                       bool json);
 
 /* --- args.c --------------------------------------------------------------- */
 

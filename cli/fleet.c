@@ -349,6 +349,7 @@ static void write_summary(fleet_t *f, int code) {
       summary_links(f, &h->merge, &ls[i]);
       o->links = &ls[i];
     }
+    o->clock_from_requests = h->has_reclock ? &h->reclock : NULL;
   }
   cli_summary_t s = {.exit_code = code,
                      .elapsed_ms = uv_now(f->loop) - f->t0,
@@ -527,6 +528,7 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
     }
     size_t failed = fleet_ui_summary(f);
     int merged_rv = f->mode == FLEET_OUT_MERGE ? commit_merged(f) : 0;
+    if (f->mode == FLEET_OUT_MERGE && merged_rv == 0) fleet_reclock(f);
     code = failed || merged_rv < 0 ? CLI_EXIT_FAIL
            : with_failures        ? CLI_EXIT_DATA_SOURCE
                                   : CLI_EXIT_OK;

@@ -27,6 +27,7 @@
 #include "client/remote.h"
 #include "consumer/fleet/host.h"
 #include "consumer/fleet/merge.h"
+#include "consumer/fleet/reclock.h"
 
 /* The most hosts a run takes: as many as the merge has machine ids and
  * sequence ranges for, whatever the output mode. */
@@ -69,6 +70,9 @@ typedef struct fleet_host {
   bool has_own;
   char *path;
   bool kept_partial;
+  /* The merged file re-clocked by its requests (fleet_reclock.c). */
+  tg_reclock_host_t reclock;
+  bool has_reclock;
 } fleet_host_t;
 
 /* What a host tells the run: fleet.c installs its table in fleet_t.run
@@ -144,6 +148,15 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
  * TG_N_NONE), clearing the progress lines first. */
 void fleet_say(fleet_t *f, tg_notice_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* --- fleet_reclock.c ----------------------------------------------------- */
+
+/* Once the merged file is committed: unless --clock-from-requests=off,
+ * and when the joined mode wrote flows across hosts, re-clocks it by its
+ * requests in place (OUT.reclock.tmp renamed over it); each host's
+ * outcome goes to its |reclock|. On failure the file stays as it is and
+ * a notice says why; the run's outcome does not change. */
+void fleet_reclock(fleet_t *f);
 
 /* --- fleet_names.c ------------------------------------------------------- */
 

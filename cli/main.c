@@ -31,6 +31,8 @@ static void usage(FILE *out) {
           "until it is stored\n"
           "  symbolize name a trace's profile frames from debug files found "
           "by build id\n"
+          "  profile   a trace's CPU profiles per host: a summary, or pprof "
+          "(--pprof)\n"
           "  help      show the help of a command: " CLI_PROG " help record\n"
           "\n"
           "Perfetto's form works too: '" CLI_PROG " -c CONFIG -o OUT' is '" CLI_PROG
@@ -47,6 +49,7 @@ static int run(const char *cmd, int argc, char **argv) {
   if (!strcmp(cmd, "trigger")) return cli_trigger_main(argc, argv);
   if (!strcmp(cmd, "bridge")) return cli_bridge_main(argc, argv);
   if (!strcmp(cmd, "snapshot")) return cli_snapshot_main(argc, argv);
+  if (!strcmp(cmd, "profile")) return cli_profile_main(argc, argv);
   if (!strcmp(cmd, "symbolize")) {
 #ifdef TG_HAVE_SYMBOLIZE
     return cli_symbolize_main(argc, argv);

@@ -244,6 +244,12 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
        "trace processor joins flows across hosts) or machines (each on its "
        "host's machine: flows join within a host only; docs/merge.md)",
        0, 0},
+      {"clock-from-requests", TG_FLAG_STRING, &o->clock_from_requests,
+       "on|off",
+       "with --merge: once the trace is written, place each host by the "
+       "requests between hosts (a client slice's flow to its server's) "
+       "instead of ClockSync alone, a second pass over the file (on, the "
+       "default; docs/merge.md, \"Clocks from requests\")", 0, 0},
       {"merge-allow-fields", TG_FLAG_STRING, &o->merge_allow, "NAME[,NAME]",
        "with --merge: also keep these TracePacket fields (interned_data.NAME "
        "for InternedData's), which the merge leaves out as no Linux producer "
@@ -440,6 +446,14 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
     if (tg_merge_app_tracks_parse(o->app_tracks, &mode) < 0)
       return usage_error(prog, "--app-tracks: expected joined or machines");
     o->app_tracks_mode = (int)mode;
+  }
+  if (o->clock_from_requests) {
+    if (!o->merge)
+      return usage_error(prog, "--clock-from-requests is for --merge");
+    if (strcmp(o->clock_from_requests, "on") &&
+        strcmp(o->clock_from_requests, "off"))
+      return usage_error(prog, "--clock-from-requests: expected on or off");
+    o->clock_from_requests_off = !strcmp(o->clock_from_requests, "off");
   }
   if (remote && o->detach)
     return usage_error(prog, "--detach works with the local service "

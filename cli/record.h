@@ -36,6 +36,10 @@ typedef struct record_opts {
    * trace (docs/merge.md, "Links across hosts"); NULL: joined. */
   const char *app_tracks;
   int app_tracks_mode; /* parsed: a tg_merge_app_tracks_t */
+  /* --clock-from-requests: on (NULL, the default) or off: the merged
+   * file re-clocked by its requests (docs/merge.md). */
+  const char *clock_from_requests;
+  bool clock_from_requests_off; /* parsed */
   const char *reconnect; /* --reconnect-timeout */
   uint64_t reconnect_ms; /* parsed; 0: never reconnect */
   const char *grace;     /* --grace */

@@ -203,11 +203,19 @@ static const char get_about[] =
     "snapshot or host: its reason is printed) or could not be reached, 2 for\n"
     "a bad command line.\n"
     "\n"
+    "--pprof writes one host's CPU profile instead, pprof's profile.proto\n"
+    "gzipped, made by the collector from that host's part (GET\n"
+    "/api/v1/snapshots/ID/profile?host=H&format=pprof; docs/profiles.md).\n"
+    "'" CLI_PROG " snapshot ID --pprof --host H ...' is the same command.\n"
+    "\n"
     "examples:\n"
     "  " CLI_PROG " snapshot get 000000000000002a --collector 127.0.0.1:7468 "
-    "\\\n      --host web1.example:7467 --output web1.pftrace\n";
+    "\\\n      --host web1.example:7467 --output web1.pftrace\n"
+    "  " CLI_PROG " snapshot 000000000000002a --pprof --host web1.example:7467 "
+    "\\\n      --collector 127.0.0.1:7468 -o web1.pb.gz\n";
 
 static int snapshot_get(int argc, char **argv) {
+  bool pprof = false;
   snap_opts_t o;
   memset(&o, 0, sizeof(o));
   o.timeout_s = DEFAULT_TIMEOUT_S;
@@ -221,6 +229,8 @@ static int snapshot_get(int argc, char **argv) {
        "-o: where the trace goes ('-': standard output)", 0, 0},
       {"timeout", TG_FLAG_SECONDS, &o.timeout_s, "DURATION",
        "give up (exit 1) when the download is not done by then", 1, 86400},
+      {"pprof", TG_FLAG_BOOL, &pprof, NULL,
+       "the --host's CPU profile (pprof, gzipped), not its trace", 0, 0},
       CLI_SNAP_TLS_FLAGS(o),
   };
   char *pos[1];
@@ -247,20 +257,26 @@ static int snapshot_get(int argc, char **argv) {
     fprintf(stderr, "%s: --host: 1 to %u bytes\n", GET_PROG, HOSTS_ARG_MAX);
     return CLI_EXIT_USAGE;
   }
+  if (pprof && (!o.host || strchr(o.host, ','))) {
+    fprintf(stderr, "%s: --pprof needs --host H, one host\n", GET_PROG);
+    return CLI_EXIT_USAGE;
+  }
   if (cli_snap_check_usage(GET_PROG, &o, &a) < 0) return CLI_EXIT_USAGE;
 
-  size_t cap = sizeof(API_PATH "//trace?host=") + CLI_SNAP_ID_LEN +
+  size_t cap = sizeof(API_PATH "//profile?host=&format=pprof") + CLI_SNAP_ID_LEN +
                (o.host ? 3 * strlen(o.host) : 0) + 1;
   char *path = malloc(cap);
   if (!path) {
     fprintf(stderr, "%s: out of memory\n", GET_PROG);
     return CLI_EXIT_FAIL;
   }
-  size_t len = (size_t)snprintf(path, cap, API_PATH "/%s/trace", pos[0]);
+  size_t len = (size_t)snprintf(path, cap, API_PATH "/%s/%s", pos[0],
+                                pprof ? "profile" : "trace");
   if (o.host) {
     len += (size_t)snprintf(path + len, cap - len, "?host=");
     cli_snap_put_encoded(path, cap, &len, o.host);
   }
+  if (pprof) len += (size_t)snprintf(path + len, cap - len, "&format=pprof");
 
   /* Under a name of its own beside FILE, renamed when whole. */
   bool to_stdout = !strcmp(o.output, "-");
@@ -310,7 +326,9 @@ static int snapshot_get(int argc, char **argv) {
   }
   if (code == CLI_EXIT_OK)
     fprintf(stderr, CLI_PROG ": snapshot %s: %" PRIu64 " bytes%s written to "
-            "%s\n", pos[0], r.out_bytes, o.host ? " (the hosts' part)" : "",
+            "%s\n", pos[0], r.out_bytes,
+            pprof ? " (the host's profile)"
+            : o.host ? " (the hosts' part)" : "",
             to_stdout ? "standard output" : o.output);
   tg_buf_free(&r.body);
   free(tmp);
@@ -321,6 +339,8 @@ static int snapshot_get(int argc, char **argv) {
 int cli_snapshot_main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "get"))
     return snapshot_get(argc - 1, argv + 1);
+  /* `snapshot ID ...` (--pprof): a stored one, as `snapshot get ID`. */
+  if (argc > 1 && cli_snap_id_ok(argv[1])) return snapshot_get(argc, argv);
   if (argc > 1 && !strcmp(argv[1], "check"))
     return cli_snapshot_check(argc - 1, argv + 1);
   snap_opts_t o;

@@ -44,12 +44,24 @@ static json_t *links_json(const cli_summary_links_t *l) {
       tg_json_u64(l->flows_across));
 }
 
+static json_t *reclock_json(const tg_reclock_host_t *r) {
+  if (!r) return json_null();
+  return json_pack(
+      "{s:o, s:o, s:b, s:b, s:f, s:f, s:o, s:o}", "samples_used",
+      tg_json_u64(r->samples_used), "samples_rejected",
+      tg_json_u64(r->samples_rejected), "anchor", r->anchor, "moved",
+      r->moved, "offset_us", r->moved ? r->offset_us : 0.0, "drift_ppm",
+      r->moved ? r->drift_ppm : 0.0, "margin_us",
+      r->moved ? json_real(r->margin_us) : json_null(), "packets_moved",
+      tg_json_u64(r->packets_moved));
+}
+
 /* json_pack's "o" steals each reference and fails (dropping the others)
  * on a NULL one, out of memory. */
 static json_t *host_json(const cli_summary_host_t *h) {
   return json_pack(
       "{s:o, s:o, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:o, s:I, s:I,"
-      " s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+      " s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
       "host", tg_json_text(h->host), "name", tg_json_text(h->name),
       "outcome", h->ok ? "ok" : "failed",
       "reason", tg_json_text(h->reason), "failure", tg_json_text(h->ok ? NULL : h->failure),
@@ -68,7 +80,8 @@ static json_t *host_json(const cli_summary_host_t *h) {
       "machine_id", h->has_machine_id ? json_integer(h->machine_id) : json_null(),
       "path", tg_json_text(h->path), "problems",
       h->problems ? tg_ds_problems_json(h->problems) : json_array(),
-      "links", links_json(h->links));
+      "links", links_json(h->links), "clock_from_requests",
+      reclock_json(h->clock_from_requests));
 }
 
 static json_t *summary_json(const cli_summary_t *s) {

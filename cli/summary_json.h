@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "cli/cli.h"
+#include "consumer/fleet/reclock.h"
 
 #define CLI_SUMMARY_SCHEMA 1
 
@@ -58,6 +59,9 @@ typedef struct cli_summary_host {
   const tg_ds_problems_t *problems;
   /* Merged traces: the app tracks and flows; NULL otherwise. */
   const cli_summary_links_t *links;
+  /* Merged traces re-clocked by their requests (reclock.h); NULL: the
+   * pass did not run. */
+  const tg_reclock_host_t *clock_from_requests;
 } cli_summary_host_t;
 
 typedef struct cli_summary {

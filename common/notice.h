@@ -201,6 +201,16 @@
     "'..' component, under /proc, /sys or /dev, not a regular file) or "      \
     "left debuginfod lookups past a cap unmade; the counts per reason "       \
     "follow (--json: refused, debuginfod)")                                   \
+  X(PROFILE_HOST_NEEDED, 1070, "tracegate",                                   \
+    "the trace holds CPU profiles of several hosts: name one with --host H "  \
+    "(its name or machine id) or --host all; the hosts follow")               \
+  X(PROFILE_NO_SUCH_HOST, 1071, "tracegate",                                  \
+    "--host names no host with CPU profile samples in the trace; the hosts "  \
+    "that have some follow")                                                  \
+  X(PROFILE_UNNAMED, 1072, "tracegate",                                       \
+    "note: samples of the profile have no callstack, a callstack that was "   \
+    "not interned, an unnamed frame or were past a bound: they are counted "  \
+    "and kept as such (docs/profiles.md); the counts follow")                 \
   X(FLEET_RECONNECTED, 2001, "tracegate",                                     \
     "a host's link came back: the session was re-attached; the time down "    \
     "follows")                                                                \
@@ -310,6 +320,13 @@
     "summary, under a host: packets that need incremental state their "       \
     "sequence no longer has (no clear since, or lost data) were left out "    \
     "of the merged trace and counted as loss; the count follows")             \
+  X(FLEET_CLOCK_FROM_REQUESTS, 2072, "tracegate",                             \
+    "record --merge: the merged trace's hosts were placed by the requests "   \
+    "between them (docs/merge.md, \"Clocks from requests\"); the hosts "     \
+    "moved and the requests used follow")                                     \
+  X(FLEET_RECLOCK_FAILED, 2073, "tracegate",                                  \
+    "record --merge: placing the hosts by their requests failed; the merged " \
+    "trace is kept as ClockSync placed it; the reason follows")               \
   X(SNAPSHOT_IMPORTS, 2080, "tracegate",                                      \
     "snapshot check: the stored snapshot's whole trace imports into the "     \
     "trace processor named; the snapshot's id follows")                       \

@@ -32,7 +32,7 @@ RUNTIME="openssl libwebsockets-evlib-uv"
 # make test's alone.
 TEST="libcmocka-dev groff-base postgresql clang libclang-rt-14-dev
 chromium chromium-driver libnss3-tools prometheus-alertmanager curl jq
-ceph-mon ceph-osd radosgw linux-perf dwz"
+ceph-mon ceph-osd radosgw linux-perf dwz golang-go"
 
 mode="${1:-}"
 case "$mode" in

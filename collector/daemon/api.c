@@ -12,6 +12,8 @@
  *   GET  /api/v1/snapshots/ID              one snapshot and its hosts
  *   GET  /api/v1/snapshots/ID/trace?host=H[,H2]  the merged trace
  *                                          (download), or those hosts' part
+ *   GET  /api/v1/snapshots/ID/profile?host=H&format=pprof  that host's CPU
+ *                                          profile (api_profile.c)
  *   POST /api/v1/snapshots?reason=&group=&wait=1   trigger a snapshot
  *   POST /api/v1/snapshots/ID/pin?pinned=0|1
  *   POST /api/v1/alertmanager              Alertmanager's webhook
@@ -45,6 +47,7 @@
 #include "collector/daemon/coll.h"
 #include "collector/daemon/access.h"
 #include "collector/daemon/api.h"
+#include "collector/daemon/api_internal.h"
 #include "collector/daemon/hosts.h"
 #include "collector/daemon/snap.h"
 #include "collector/daemon/trigger.h"
@@ -119,6 +122,14 @@ static void respond_json(tg_http_exchange_t *x, int status, json_t *doc) {
 
 static void json_error(tg_http_exchange_t *x, int status, const char *why) {
   respond_json(x, status, json_pack("{s:o}", "error", tg_json_text(why)));
+}
+
+void coll_api_respond_json(tg_http_exchange_t *x, int status, json_t *doc) {
+  respond_json(x, status, doc);
+}
+
+void coll_api_json_error(tg_http_exchange_t *x, int status, const char *why) {
+  json_error(x, status, why);
 }
 
 static const char *arg(const tg_http_request_t *r, const char *name) {
@@ -364,18 +375,17 @@ out:
   return rv;
 }
 
-/* |sfd| and |sifd| (-1: none) are the snapshot's symbols and their
- * index, taken like |fd|. */
-static void get_host_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
-                           const char *list, int fd, uint64_t size, int sfd,
-                           int sifd) {
+int coll_api_plan_part(coll_t *c, tg_http_exchange_t *x, uint64_t id,
+                       const char *list, uint64_t size, int sfd, int sifd,
+                       coll_part_t *part) {
   char idt[TG_COLL_ID_STRLEN];
   tg_coll_id_format(id, idt);
+  memset(part, 0, sizeof(*part));
   tg_coll_index_t ix = {0};
   size_t *want = NULL, n = 0;
   tg_coll_extent_t *plan = NULL;
   tg_http_extent_t *ext = NULL;
-  int ifd = -1;
+  int ifd = -1, answered = -1;
   int rv = tg_coll_store_open_index(c->store, id, &ifd);
   tg_coll_snapshot_t row;
   /* Deleted since its file was opened: the index went with it. */
@@ -464,23 +474,47 @@ static void get_host_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
       goto out;
     }
   }
-  char name[TG_COLL_HOST_MAX + 64];
-  part_name(name, sizeof(name), idt, first, n);
-  TG_DEBUG("snapshot %s: %zu host(s) of %zu: %zu extents, %" PRIu64
-           " of %" PRIu64 " bytes", idt, n, ix.n_hosts, n_ext, bytes, size);
-  rv = tg_http_respond_extents2(x, 200, "application/octet-stream", fd, sfd,
-                                ext, n_ext, name);
-  fd = sfd = -1; /* the layer's, even on error */
-  if (rv < 0) json_error(x, 500, "cannot send the snapshot");
+  part->ext = ext;
+  part->n_ext = n_ext;
+  part->n_hosts = n;
+  part->n_index_hosts = ix.n_hosts;
+  part->bytes = bytes;
+  snprintf(part->first, sizeof(part->first), "%s", first);
+  ext = NULL;
+  answered = 0;
 out:
-  if (fd >= 0) close(fd);
-  if (sfd >= 0) close(sfd);
-  if (sifd >= 0) close(sifd);
   if (ifd >= 0) close(ifd);
   tg_coll_index_free(&ix);
   free(want);
   free(plan);
   free(ext);
+  return answered;
+}
+
+/* |sfd| and |sifd| (-1: none) are the snapshot's symbols and their
+ * index, taken like |fd|. */
+static void get_host_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
+                           const char *list, int fd, uint64_t size, int sfd,
+                           int sifd) {
+  char idt[TG_COLL_ID_STRLEN];
+  tg_coll_id_format(id, idt);
+  coll_part_t part;
+  if (coll_api_plan_part(c, x, id, list, size, sfd, sifd, &part) < 0) {
+    close(fd);
+    if (sfd >= 0) close(sfd);
+    if (sifd >= 0) close(sifd);
+    return;
+  }
+  if (sifd >= 0) close(sifd);
+  char name[TG_COLL_HOST_MAX + 64];
+  part_name(name, sizeof(name), idt, part.first, part.n_hosts);
+  TG_DEBUG("snapshot %s: %zu host(s) of %zu: %zu extents, %" PRIu64
+           " of %" PRIu64 " bytes", idt, part.n_hosts, part.n_index_hosts,
+           part.n_ext, part.bytes, size);
+  if (tg_http_respond_extents2(x, 200, "application/octet-stream", fd, sfd,
+                               part.ext, part.n_ext, name) < 0)
+    json_error(x, 500, "cannot send the snapshot");
+  free(part.ext);
 }
 
 /* s3_presign: the whole trace from the bucket, the collector out of the
@@ -937,6 +971,7 @@ static const char *const list_args[] = {"from",  "to",      "limit", "before",
 static const char *const post_args[] = {"reason", "group", "wait", NULL};
 static const char *const pin_args[] = {"pinned", NULL};
 static const char *const trace_args[] = {"host", NULL};
+static const char *const profile_args[] = {"host", "format", NULL};
 
 /* The page, its files and /metrics take no arguments but ignore them (a
  * browser's reload may add some); everything under /api/v1 checks its
@@ -957,6 +992,9 @@ static const coll_route_t routes[] = {
      get_snapshot},
     {COLL_ROUTE_GET, API "/snapshots/{id}/trace", TG_ROLE_OBSERVE, trace_args,
      get_trace},
+    /* The same role as the trace it is made of. */
+    {COLL_ROUTE_GET, API "/snapshots/{id}/profile", TG_ROLE_OBSERVE,
+     profile_args, coll_api_get_profile},
     {COLL_ROUTE_POST, API "/snapshots/{id}/pin", TG_ROLE_RECORD, pin_args,
      post_pin},
     {COLL_ROUTE_POST, API "/alertmanager", TG_ROLE_RECORD, no_args,
@@ -1005,6 +1043,7 @@ static void on_abandon(void *ctx, tg_http_exchange_t *x) {
     fetch_t *f = TG_CONTAINER_OF(it, fetch_t, node);
     if (f->x == x) f->x = NULL;
   }
+  coll_api_profile_abandon(c, x);
 }
 
 void coll_api_snapshot_done(coll_t *c, coll_snap_t *s) {
@@ -1073,6 +1112,7 @@ static void write_ready(coll_t *c) {
 int coll_api_start(coll_t *c) {
   tg_list_init(&c->api.waiters);
   tg_list_init(&c->api.fetches);
+  tg_list_init(&c->api.profiles);
   const tg_coll_config_t *g = &c->cfg;
   tg_authz_t *authz;
   tg_crl_t *crl;

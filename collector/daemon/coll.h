@@ -207,6 +207,8 @@ typedef struct coll_api {
   tg_list_t waiters; /* of api.c's waiter_t */
   size_t n_waiters;
   tg_list_t fetches; /* of api.c's fetch_t: bucket downloads on workers */
+  tg_list_t profiles; /* of api_profile.c's job_t: profiles on workers */
+  size_t n_profiles;
 } coll_api_t;
 
 /* The Alertmanager webhook's state (alertmanager.c writes it). */

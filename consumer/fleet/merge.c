@@ -10,6 +10,7 @@
 #include "consumer/fleet/trace_schema.h"
 #include "consumer/fleet/merge.h"
 #include "consumer/fleet/merge_links.h"
+#include "consumer/fleet/merge_slot.h"
 #include "consumer/packet_inflate.h"
 #include "pb/common/system_info.pb-c.h"
 #include "tracegate/error.h"
@@ -134,36 +135,6 @@ void tg_merge_host_free(tg_merge_host_t *mh) {
  * (tokenizer_skipped_packets), unless it holds a ClockSnapshot or a
  * RemoteClockSync, which are read before that check. The merge applies
  * the same rule to the packets it writes, and leaves out those skipped. */
-
-/* A per-sequence slot: merge_links.h. */
-void *tg__merge_slot(tg_u32_map_t *map, void **items, uint32_t *n,
-                     uint32_t *cap, size_t size, uint32_t seq, bool add,
-                     int *err) {
-  uint32_t ix;
-  if (!tg_u32_map_get(map, seq, &ix)) {
-    if (!add || *n >= TG_MERGE_HOST_MAX_STATE_SEQS) return NULL;
-    if (*n == *cap) {
-      uint32_t c = *cap ? *cap * 2 : 16;
-      if (c > TG_MERGE_HOST_MAX_STATE_SEQS) c = TG_MERGE_HOST_MAX_STATE_SEQS;
-      void *a = realloc(*items, (size_t)c * size);
-      if (!a) {
-        *err = -ENOMEM;
-        return NULL;
-      }
-      *items = a;
-      *cap = c;
-    }
-    ix = *n;
-    int rv = tg_u32_map_put(map, seq, ix);
-    if (rv < 0) {
-      if (rv == -ENOMEM) *err = rv;
-      return NULL;
-    }
-    memset((uint8_t *)*items + (size_t)ix * size, 0, size);
-    (*n)++;
-  }
-  return (uint8_t *)*items + (size_t)ix * size;
-}
 
 /* |seq|'s slot, or NULL when it has none and |add| is false, the table is
  * at its bound, or memory is short (*err = -ENOMEM). */

@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "consumer/fleet/merge.h"
+#include "consumer/fleet/merge_slot.h"
 
 /* Hints merge.c's walk of the packet gives: the packet has a field that
  * may make its sequence an app one (the walk here says for sure). */
@@ -71,16 +72,6 @@ int tg__links_write(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
 
 /* The packet of verdict |v| was written on the host's machine. */
 void tg__links_stayed(const tg__links_t *v);
-
-/* A host's per-sequence slot of |size| bytes for |seq| (merge.c): found
- * through |map| (producer id -> index) in the array *|items| of *|n|
- * used of *|cap|, or added zeroed when |add| (the array grown, at most
- * TG_MERGE_HOST_MAX_STATE_SEQS slots). NULL when it has none and |add| is
- * false, past the bound, or short of memory (*err = -ENOMEM). A pointer
- * into the array holds until the next addition. */
-void *tg__merge_slot(tg_u32_map_t *map, void **items, uint32_t *n,
-                     uint32_t *cap, size_t size, uint32_t seq, bool add,
-                     int *err);
 
 void tg__links_init(tg_merge_t *m);
 void tg__links_free(tg_merge_t *m);

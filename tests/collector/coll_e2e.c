@@ -381,3 +381,36 @@ size_t snapshot_host_row(const char *json, const char *spec, size_t n) {
   fail_msg("%s: no host %s", json, spec);
   return 0;
 }
+
+uint8_t *coll_slurp(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  assert_int_equal(fseek(f, 0, SEEK_END), 0);
+  long len = ftell(f);
+  assert_true(len >= 0);
+  rewind(f);
+  uint8_t *p = malloc((size_t)len + 1);
+  assert_non_null(p);
+  assert_int_equal(fread(p, 1, (size_t)len, f), (size_t)len);
+  fclose(f);
+  *n = (size_t)len;
+  return p;
+}
+
+void assert_same_file(const char *a, const char *b) {
+  size_t na, nb;
+  uint8_t *pa = coll_slurp(a, &na), *pb = coll_slurp(b, &nb);
+  assert_int_equal(na, nb);
+  assert_memory_equal(pa, pb, na);
+  free(pa);
+  free(pb);
+}
+
+int coll_run_cli(const char *bin, const char *const *argv, const char *err) {
+  int efd = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  assert_true(efd >= 0);
+  pid_t pid = tg_test_spawn_cli(bin, argv, TG_TEST_FD_DEVNULL, efd);
+  close(efd);
+  assert_true(pid > 0);
+  return tg_test_exit_code(tg_test_reap(pid, 90000));
+}

@@ -113,4 +113,13 @@ void wait_metric(const collector_t *c, const char *line, const char *out);
  * collector; back once both rings trace. */
 void fleet_up(fleet_host_t h[2], collector_t *c, const char *extra_config);
 
+/* The whole of file |path| (malloc'd; *n its size). */
+uint8_t *coll_slurp(const char *path, size_t *n);
+/* The program |bin| (tracegate) with |argv| (NULL-terminated, argv[0]
+ * its first argument), stdout to /dev/null, stderr into file |err|:
+ * its exit status. */
+int coll_run_cli(const char *bin, const char *const *argv, const char *err);
+/* Files |a| and |b| hold the same bytes. */
+void assert_same_file(const char *a, const char *b);
+
 #endif /* TRACEGATE_TESTS_COLL_E2E_H */

@@ -109,21 +109,6 @@ static const char *caps_snapshot(caps_fleet_t *f, const char *json) {
 }
 
 /* The whole of file |path| into a malloc'd buffer (*n bytes). */
-static uint8_t *slurp(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  assert_int_equal(fseek(f, 0, SEEK_END), 0);
-  long len = ftell(f);
-  assert_true(len >= 0);
-  rewind(f);
-  uint8_t *b = malloc((size_t)len + 1);
-  assert_non_null(b);
-  assert_int_equal(fread(b, 1, (size_t)len, f), (size_t)len);
-  fclose(f);
-  *n = (size_t)len;
-  return b;
-}
-
 /* Snapshot |id| downloads as the bytes of file |path|. */
 static void assert_same_download(const collector_t *c, const char *id,
                                  const char *path) {
@@ -131,7 +116,7 @@ static void assert_same_download(const collector_t *c, const char *id,
   snprintf(again, sizeof(again), "%s", fleet_in_dir("again.pftrace"));
   download(c, id, again);
   size_t n1, n2;
-  uint8_t *a = slurp(path, &n1), *b = slurp(again, &n2);
+  uint8_t *a = coll_slurp(path, &n1), *b = coll_slurp(again, &n2);
   assert_int_equal(n1, n2);
   assert_memory_equal(a, b, n1);
   free(a);

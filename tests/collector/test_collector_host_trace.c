@@ -42,30 +42,6 @@ static int group_setup(void **state) {
 }
 
 /* The file at |path|, whole (malloc'ed; *n its size). */
-static uint8_t *slurp(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  assert_int_equal(fseek(f, 0, SEEK_END), 0);
-  long len = ftell(f);
-  assert_true(len >= 0);
-  rewind(f);
-  uint8_t *p = malloc((size_t)len + 1);
-  assert_non_null(p);
-  assert_int_equal(fread(p, 1, (size_t)len, f), (size_t)len);
-  fclose(f);
-  *n = (size_t)len;
-  return p;
-}
-
-static void assert_same_file(const char *a, const char *b) {
-  size_t na, nb;
-  uint8_t *pa = slurp(a, &na), *pb = slurp(b, &nb);
-  assert_int_equal(na, nb);
-  assert_memory_equal(pa, pb, na);
-  free(pa);
-  free(pb);
-}
-
 static size_t file_size(const char *path) {
   struct stat st;
   assert_int_equal(stat(path, &st), 0);
@@ -119,13 +95,7 @@ static int cli_get(const collector_t *c, const char *id,
   for (; *extra && n + 1 < sizeof(argv) / sizeof(argv[0]); extra++)
     argv[n++] = *extra;
   argv[n] = NULL;
-  int efd = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  assert_true(efd >= 0);
-  pid_t pid =
-      tg_test_spawn_cli(TRACEGATE_CLI_PATH, argv, TG_TEST_FD_DEVNULL, efd);
-  close(efd);
-  assert_true(pid > 0);
-  return tg_test_exit_code(tg_test_reap(pid, 90000));
+  return coll_run_cli(TRACEGATE_CLI_PATH, argv, err);
 }
 
 static void one_host_of_a_snapshot(void **state) {

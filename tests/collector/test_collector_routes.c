@@ -52,6 +52,8 @@ static void every_documented_route_is_found(void **state) {
       {"GET", "/api/v1/snapshots/" ID1, "/api/v1/snapshots/{id}", 1},
       {"HEAD", "/api/v1/snapshots/" IDMAX "/trace",
        "/api/v1/snapshots/{id}/trace", INT64_MAX},
+      {"GET", "/api/v1/snapshots/" ID1 "/profile",
+       "/api/v1/snapshots/{id}/profile", 1},
       {"POST", "/api/v1/snapshots/" ID1 "/pin", "/api/v1/snapshots/{id}/pin", 1},
   };
   for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
@@ -62,6 +64,11 @@ static void every_documented_route_is_found(void **state) {
     assert_true(m.id == want[i].id);
     assert_non_null(m.route->fn);
   }
+  /* A profile is read as the trace it is made of is: observe may. */
+  coll_route_match_t m;
+  assert_int_equal(find("GET", "/api/v1/snapshots/" ID1 "/profile",
+                        TG_ROLE_OBSERVE, &m), 0);
+  assert_int_equal(m.route->role, TG_ROLE_OBSERVE);
 }
 
 static void refusals_come_in_their_order(void **state) {

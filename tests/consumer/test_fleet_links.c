@@ -34,198 +34,15 @@
 #define SELF_BOOT (100000 * MS)
 static const int64_t host_offset[HOSTS] = {2 * MS, 7 * MS};
 
-/* --- the merged trace in memory ------------------------------------------------- */
-
-typedef struct fixture {
-  tg_buf_t out; /* a Trace: each write one Trace.packet */
-  tg_merge_t m;
-  tg_merge_host_t hosts[HOSTS];
-} fixture_t;
-
-static int collect(void *ctx, const uint8_t *p, size_t n, const uint8_t *tail,
-                   size_t tail_n) {
-  tg_buf_t *out = ctx;
-  uint8_t hdr[1 + TG_PB_MAX_VARINT_SIZE] = {TG_PB_TAG(1, TG_PB_WT_LEN)};
-  size_t h = (size_t)(tg_pb_write_varint(hdr + 1, n + tail_n) - hdr);
-  if (tg_buf_append(out, hdr, h) < 0 || tg_buf_append(out, p, n) < 0 ||
-      tg_buf_append(out, tail, tail_n) < 0)
-    return -ENOMEM;
-  return 0;
-}
-
-static int setup(void **state) {
-  static fixture_t fx;
-  memset(&fx, 0, sizeof(fx));
-  tg_buf_init(&fx.out, 0);
-  tg_merge_init(&fx.m, collect, &fx.out);
-  tg_merge_set_app_tracks(&fx.m, TG_MERGE_APP_JOINED);
-  for (size_t i = 0; i < HOSTS; i++) tg_merge_host_init(&fx.hosts[i], i);
-  *state = &fx;
-  return 0;
-}
-
-static int teardown(void **state) {
-  fixture_t *fx = *state;
-  for (size_t i = 0; i < HOSTS; i++) tg_merge_host_free(&fx->hosts[i]);
-  tg_merge_free(&fx->m);
-  tg_buf_free(&fx->out);
-  return 0;
-}
+#include "links_fixture.h"
 
 /* The collector's head, and host |i|'s preamble named |name|, with its
  * clock estimate when |clocked| (a round trip of 100 us). */
-static void head(fixture_t *fx) {
-  tg_merge_self_t self;
-  memset(&self, 0, sizeof(self));
-  snprintf(self.hostname, sizeof(self.hostname), "collector");
-  for (int c = 0; c < TG_CLK_N; c++) self.clocks[c] = SELF_BOOT + (uint64_t)c;
-  assert_int_equal(tg_merge_head(&fx->m, &self), 0);
-}
-
 static void preamble(fixture_t *fx, size_t i, const char *name, bool clocked) {
-  tg_fleet_host_report_t h;
-  memset(&h, 0, sizeof(h));
-  if (clocked) {
-    tg_clock_sample_t *s = &h.clock.best;
-    for (int c = 0; c < TG_CLK_N; c++) {
-      s->before[c] = SELF_BOOT + (uint64_t)c * 1000;
-      s->after[c] = s->before[c] + 100000;
-      s->remote[c] = s->before[c] + 50000 + (uint64_t)host_offset[i];
-    }
-    h.clock.first = h.clock.best;
-    h.clock.estimates = 1;
-  }
-  assert_int_equal(tg_merge_host_preamble(&fx->m, &fx->hosts[i], &h, name), 0);
-}
-
-/* --- packets a host sends ----------------------------------------------------------- */
-
-typedef struct pk {
-  uint8_t buf[1024];
-  tg_pbw_t w;
-} pk_t;
-
-static tg_pbw_t *pk_begin(pk_t *k) {
-  tg_pbw_init(&k->w, k->buf, sizeof(k->buf), NULL, NULL);
-  return &k->w;
-}
-
-/* Host |i| sends the packet of |k| on its sequence |seq|: the merge takes
- * it (writes it, or leaves it out and counts it). */
-static void pk_send(fixture_t *fx, size_t i, pk_t *k, uint32_t seq) {
-  tg_pbw_append_varint(&k->w, 10, seq);
-  assert_int_equal(tg_pbw_error(&k->w), 0);
-  assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[i], k->buf,
-                                   (size_t)tg_pbw_written(&k->w)),
-                   0);
-}
-
-/* A process's track: TrackDescriptor{uuid, process{pid, process_name}},
- * first on its sequence (cleared). */
-static void send_process(fixture_t *fx, size_t i, uint32_t seq, uint64_t uuid,
-                         int32_t pid, const char *name) {
-  pk_t k;
-  tg_pbw_t *w = pk_begin(&k);
-  tg_pbw_append_varint(w, 13, 1); /* SEQ_INCREMENTAL_STATE_CLEARED */
-  tg_pbw_begin_nested(w, 60);
-  tg_pbw_append_varint(w, 1, uuid);
-  tg_pbw_begin_nested(w, 3);
-  tg_pbw_append_int(w, 1, pid);
-  tg_pbw_append_string(w, 6, name);
-  tg_pbw_end_nested(w);
-  tg_pbw_end_nested(w);
-  pk_send(fx, i, &k, seq);
-}
-
-/* A thread track under |parent|: TrackDescriptor{uuid, parent_uuid,
- * thread{pid, tid}}. */
-static void send_thread(fixture_t *fx, size_t i, uint32_t seq, uint64_t uuid,
-                        uint64_t parent, int32_t pid, int32_t tid) {
-  pk_t k;
-  tg_pbw_t *w = pk_begin(&k);
-  tg_pbw_begin_nested(w, 60);
-  tg_pbw_append_varint(w, 1, uuid);
-  tg_pbw_append_varint(w, 5, parent);
-  tg_pbw_begin_nested(w, 4);
-  tg_pbw_append_int(w, 1, pid);
-  tg_pbw_append_int(w, 2, tid);
-  tg_pbw_end_nested(w);
-  tg_pbw_end_nested(w);
-  pk_send(fx, i, &k, seq);
-}
-
-enum { SLICE_BEGIN = 1, SLICE_END = 2 };
-
-/* A TrackEvent at |ts| (on the host's BOOTTIME when |clock| is 0, else
- * on the sequence's default clock: no timestamp_clock_id written), on
- * |uuid| (0: the sequence's default track), named |name| (NULL: none),
- * with a flow started (flow > 0) or ended (flow < 0). */
-static void send_event(fixture_t *fx, size_t i, uint32_t seq, uint64_t ts,
-                       int type, uint64_t uuid, const char *name,
-                       int64_t flow) {
-  pk_t k;
-  tg_pbw_t *w = pk_begin(&k);
-  tg_pbw_append_varint(w, 8, ts);
-  tg_pbw_begin_nested(w, 11);
-  tg_pbw_append_varint(w, 9, (uint64_t)type);
-  if (uuid) tg_pbw_append_varint(w, 11, uuid);
-  if (name) tg_pbw_append_string(w, 23, name);
-  if (flow > 0) tg_pbw_append_fixed64(w, 47, (uint64_t)flow);
-  if (flow < 0) tg_pbw_append_fixed64(w, 48, (uint64_t)-flow);
-  tg_pbw_end_nested(w);
-  tg_pbw_append_varint(w, 13, 2); /* SEQ_NEEDS_INCREMENTAL_STATE */
-  pk_send(fx, i, &k, seq);
-}
-
-/* The sequence-scoped clock 64 (incremental) as Perfetto's SDK and the
- * agent set it up: defaults naming it and |track| as the events' track
- * (with the state's clear), then a snapshot tying it to BOOTTIME at
- * |boot|. */
-static void send_clock64(fixture_t *fx, size_t i, uint32_t seq, uint64_t track,
-                         uint64_t boot) {
-  pk_t k;
-  tg_pbw_t *w = pk_begin(&k);
-  tg_pbw_append_varint(w, 13, 1);
-  tg_pbw_begin_nested(w, 59);
-  tg_pbw_append_varint(w, 58, 64);
-  tg_pbw_begin_nested(w, 11);
-  tg_pbw_append_varint(w, 11, track);
-  tg_pbw_end_nested(w);
-  tg_pbw_end_nested(w);
-  pk_send(fx, i, &k, seq);
-  w = pk_begin(&k);
-  tg_pbw_append_varint(w, 8, boot);
-  tg_pbw_append_varint(w, 58, 6);
-  tg_pbw_begin_nested(w, 6);
-  tg_pbw_begin_nested(w, 1);
-  tg_pbw_append_varint(w, 1, 6);
-  tg_pbw_append_varint(w, 2, boot);
-  tg_pbw_end_nested(w);
-  tg_pbw_begin_nested(w, 1);
-  tg_pbw_append_varint(w, 1, 64);
-  tg_pbw_append_varint(w, 2, boot);
-  tg_pbw_append_bool(w, 3, true);
-  tg_pbw_end_nested(w);
-  tg_pbw_end_nested(w);
-  pk_send(fx, i, &k, seq);
+  lf_preamble(fx, i, name, clocked, host_offset[i], 100000);
 }
 
 /* --- reading what the merge wrote ------------------------------------------------- */
-
-/* The last value of field |id| of the message |p| (|n| bytes): true with
- * *f filled when it has one. */
-static bool field(const uint8_t *p, size_t n, uint32_t id, tg_pb_field_t *f) {
-  tg_pb_reader_t r;
-  tg_pb_field_t x;
-  bool found = false;
-  tg_pb_reader_init(&r, p, n);
-  while (tg_pb_reader_next(&r, &x) == 1)
-    if (x.id == id) {
-      *f = x;
-      found = true;
-    }
-  return found;
-}
 
 /* The |k|th packet (from 0) written after |from| bytes of the output. */
 static tg_pb_field_t written(const fixture_t *fx, size_t from, size_t k) {
@@ -515,19 +332,7 @@ static void trace_processor_joins_flows_across_hosts(void **state) {
   head(fx);
   preamble(fx, 0, "alpha", true);
   preamble(fx, 1, "beta", true);
-  for (size_t i = 0; i < HOSTS; i++) {
-    pk_t k;
-    tg_pbw_t *w = pk_begin(&k);
-    tg_pbw_begin_nested(w, 2); /* process_tree */
-    tg_pbw_begin_nested(w, 1); /* processes */
-    tg_pbw_append_int(w, 1, 4242);
-    tg_pbw_append_int(w, 2, 1);
-    tg_pbw_append_string(w, 3, "daemon");
-    tg_pbw_end_nested(w);
-    tg_pbw_end_nested(w);
-    tg_pbw_append_varint(w, 8, 1000 * MS);
-    pk_send(fx, i, &k, 2);
-  }
+  for (size_t i = 0; i < HOSTS; i++) send_daemon(fx, i, 2, 4242, 1000 * MS);
   const uint64_t t0 = 50000 * MS; /* the collector's time of the first */
   send_process(fx, 0, 3, 0xA0, 300, "client");
   send_thread(fx, 0, 3, 0xA1, 0xA0, 300, 301);

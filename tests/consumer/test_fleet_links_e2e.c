@@ -6,7 +6,9 @@
  * the flows each host started and ended and none unmatched past the
  * recording's edges; with Perfetto's binaries (PERFETTO_BIN), trace
  * processor joins the client's "rpc.call" slices to the server's
- * "rpc.serve" ones (docs/merge.md, "Links across hosts"), and with
+ * "rpc.serve" ones (docs/merge.md, "Links across hosts"), none of them
+ * beginning before its client's once the file is re-clocked by its requests
+ * (reclock.h, on by default: the summary's clock_from_requests), and with
  * --app-tracks=machines it joins none. */
 #include <fcntl.h>
 #include <setjmp.h>
@@ -106,22 +108,28 @@ static void record_requests(fleet_host_t *hs, const char *mode,
   assert_int_equal(tg_test_stop(server, SIGTERM, FLEET_WAIT_MS), 0);
 }
 
-/* Trace processor's "flows,calls,serves" of |path|: flows from an
- * rpc.call slice to an rpc.serve one, and the slices of each name. */
+/* Trace processor's "flows,calls,serves,early" of |path|: flows from
+ * an rpc.call slice to an rpc.serve one, the slices of each name, and the
+ * flows whose rpc.serve begins before its rpc.call. (A server's slice may
+ * end after its answer reached the client: it goes on after sending.) */
 static bool tp_counts(const char *path, unsigned long long *flows,
-                      unsigned long long *calls, unsigned long long *serves) {
+                      unsigned long long *calls, unsigned long long *serves,
+                      unsigned long long *early) {
   char out[256];
   int rv = tg_test_tp_answer(
       path,
-      "select (select count(*) from flow f join slice c on f.slice_out = "
-      "c.id join slice s on f.slice_in = s.id where c.name = 'rpc.call' and "
-      "s.name = 'rpc.serve') || ',' || (select count(*) from slice where "
-      "name = 'rpc.call') || ',' || (select count(*) from slice where name "
-      "= 'rpc.serve')",
+      "with f as (select c.ts as cts, c.dur as cdur, s.ts as sts, s.dur as "
+      "sdur from flow join slice c on flow.slice_out = c.id join slice s on "
+      "flow.slice_in = s.id where c.name = 'rpc.call' and s.name = "
+      "'rpc.serve') select (select count(*) from f) || ',' || (select "
+      "count(*) from slice where name = 'rpc.call') || ',' || (select "
+      "count(*) from slice where name = 'rpc.serve') || ',' || (select "
+      "count(*) from f where sts < cts)",
       out, sizeof(out));
   assert_true(rv >= 0);
   if (rv == 0) return false;
-  assert_int_equal(sscanf(out, "\"%llu,%llu,%llu\"", flows, calls, serves), 3);
+  assert_int_equal(
+      sscanf(out, "\"%llu,%llu,%llu,%llu\"", flows, calls, serves, early), 4);
   return true;
 }
 
@@ -154,10 +162,25 @@ static void requests_across_hosts_are_joined_by_default(void **state) {
   assert_true(unmatched * 10 <= called);
   assert_json(sum, "hosts.0.links.uuid", "0");
   assert_json(sum, "hosts.1.links.clock", "0");
-  unsigned long long flows, calls, serves;
-  if (tp_counts(out, &flows, &calls, &serves)) {
-    fprintf(stderr, "joined: flows %llu, calls %llu, serves %llu\n", flows,
-            calls, serves);
+  /* The file was re-clocked by its requests (on by default): both hosts
+   * say how, by the requests seen on both. */
+  for (int i = 0; i < 2; i++) {
+    char key[64];
+    snprintf(key, sizeof(key), "hosts.%d.clock_from_requests.samples_used", i);
+    assert_true(atoll(tg_test_json(sum, key)) > 0);
+  }
+  /* One anchor, and the other host placed against it. */
+  bool anchor0 =
+      !strcmp(tg_test_json(sum, "hosts.0.clock_from_requests.anchor"), "true");
+  bool anchor1 =
+      !strcmp(tg_test_json(sum, "hosts.1.clock_from_requests.anchor"), "true");
+  assert_true(anchor0 != anchor1);
+  unsigned long long flows, calls, serves, early;
+  if (tp_counts(out, &flows, &calls, &serves, &early)) {
+    fprintf(stderr, "joined: flows %llu, calls %llu, serves %llu, early "
+            "%llu\n", flows, calls, serves, early);
+    /* No server slice before its client's request. */
+    assert_int_equal(early, 0);
     /* Every flow the summary says both ends of is an arrow. */
     assert_true(flows > 0);
     assert_int_equal((long long)flows, called - (long long)atoll(tg_test_json(
@@ -178,8 +201,9 @@ static void machines_mode_joins_no_request_across_hosts(void **state) {
   record_requests(hs, "machines", out, sum);
   assert_json(sum, "hosts.0.links.mode", "\"machines\"");
   assert_json(sum, "hosts.0.links.joined", "0");
-  unsigned long long flows, calls, serves;
-  if (tp_counts(out, &flows, &calls, &serves)) {
+  assert_json(sum, "hosts.0.clock_from_requests", "null");
+  unsigned long long flows, calls, serves, early;
+  if (tp_counts(out, &flows, &calls, &serves, &early)) {
     assert_true(calls > 0 && serves > 0);
     assert_int_equal(flows, 0);
   }

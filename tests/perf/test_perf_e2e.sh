@@ -189,6 +189,38 @@ kernel=$(q "select count(*) from stack_profile_frame f join stack_profile_mappin
 bid=$(q "select count(*) from stack_profile_mapping where name like '%/perfwork'
          and build_id is not null and build_id != ''")
 [ "${bid:-0}" -gt 0 ] || die "the workload's mapping has no build id"
+# tracegate profile (docs/profiles.md) of the same recording: every sample
+# trace_processor has (those skipped as outside the scope included), and
+# spin's as leaf; its pprof read by go tool pprof when there is one.
+all_tp=$(q "select count(*) from perf_sample")
+spin_tp=$(q "select count(*) from perf_sample s join stack_profile_callsite c
+             on c.id = s.callsite_id join stack_profile_frame f
+             on f.id = c.frame_id where f.name = 'spin'")
+"$TGCLI" profile "$TRACE" --json >"$WORK/profile.json" 2>"$WORK/profile.err" ||
+  die "tracegate profile: $(cat "$WORK/profile.err")"
+python3 - "$WORK/profile.json" "$all_tp" "$spin_tp" <<'PY' ||
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert len(d["hosts"]) == 1, d["hosts"]
+h = d["hosts"][0]
+assert h["counts"]["samples"] == int(sys.argv[2]), (h["counts"], sys.argv[2])
+assert h["frequency_hz_max"] > 0 and h["cpu_ns"] > 0, h
+spin = [f for f in h["top_functions"] if f["name"] == "spin"]
+assert spin and spin[0]["self"] == int(sys.argv[3]), (spin, sys.argv[3])
+PY
+  die "tracegate profile's summary: $(cat "$WORK/profile.json")"
+"$TGCLI" profile "$TRACE" --pprof -o "$WORK/perf.pb.gz" 2>/dev/null ||
+  die "tracegate profile --pprof"
+if command -v go >/dev/null 2>&1; then
+  HOME=$WORK GOCACHE=$WORK/gocache go tool pprof -symbolize=none \
+    -sample_index=samples -top -nodecount=1000 "$WORK/perf.pb.gz" \
+    >"$WORK/perf.top" 2>&1 || die "go tool pprof: $(cat "$WORK/perf.top")"
+  spin_pp=$(awk '$NF == "spin" { print $1 }' "$WORK/perf.top")
+  [ "${spin_pp:-0}" = "$spin_tp" ] ||
+    die "spin as leaf: pprof ${spin_pp:-0}, trace_processor $spin_tp"
+else
+  echo "$PERF_TEST: note: no go: the recording's pprof not read by go tool pprof" >&2
+fi
 if [ "$PERF_DWARF" = ON ]; then
   TRACE=$DWARF_TRACE
   chain=$(chain_count)

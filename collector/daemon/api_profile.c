@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* GET /api/v1/snapshots/ID/profile?host=H&format=pprof: one host's CPU
+ * profile of a snapshot, as pprof (consumer/profile/profile.h;
+ * docs/collector.md, "A host's CPU profile").
+ *
+ * Only the host's part is read (its extents in the host index, then its
+ * symbols'), on a thread of libuv's pool: the loop goes on serving. The
+ * host's bytes are hostile: the profile's tables are bounded
+ * (tg_prof_limits_t defaults), at most PROFILES_MAX profiles are made at
+ * once (503 past that), and the answer is built in memory, bounded by the
+ * host's tables. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "collector/daemon/api_internal.h"
+#include "collector/daemon/routes.h"
+#include "collector/snapshot_id.h"
+#include "collector/store.h"
+#include "common/buf.h"
+#include "common/fd_write.h"
+#include "common/log.h"
+#include "consumer/profile/profile.h"
+#include "tracegate/error.h"
+
+/* Profiles made at once: each takes a worker of the pool (shared with
+ * bucket downloads and checks) and up to its tables' bounds of memory. */
+#define PROFILES_MAX 2
+#define READ_CHUNK (1u << 20)
+
+typedef struct job {
+  uv_work_t work;
+  tg_list_t node;
+  coll_t *c;
+  tg_http_exchange_t *x; /* NULL once abandoned */
+  uint64_t id;
+  int fd, sfd;
+  coll_part_t part;
+  tg_buf_t out;
+  int rv;
+  uint64_t samples;
+} job_t;
+
+/* The extents' bytes into |p|, a chunk at a time. */
+static int feed_extents(job_t *j, tg_prof_t *p) {
+  uint8_t *buf = malloc(READ_CHUNK);
+  if (!buf) return -ENOMEM;
+  int rv = 0;
+  for (size_t i = 0; i < j->part.n_ext && !rv; i++) {
+    const tg_http_extent_t *e = &j->part.ext[i];
+    int fd = e->second ? j->sfd : j->fd;
+    uint64_t off = e->off, left = e->len;
+    while (left && !rv) {
+      size_t want = left < READ_CHUNK ? (size_t)left : READ_CHUNK;
+      ssize_t n = pread(fd, buf, want, (off_t)off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        rv = n < 0 ? -errno : -EIO; /* the file is shorter than its index */
+        break;
+      }
+      rv = tg_prof_feed(p, buf, (size_t)n);
+      off += (uint64_t)n;
+      left -= (uint64_t)n;
+    }
+  }
+  free(buf);
+  return rv;
+}
+
+static void job_work(uv_work_t *w) {
+  job_t *j = w->data;
+  tg_prof_t *p = tg_prof_new(NULL);
+  if (!p) {
+    j->rv = -ENOMEM;
+    return;
+  }
+  j->rv = feed_extents(j, p);
+  if (!j->rv) j->rv = tg_prof_end(p);
+  /* The part holds the collector's head (machine 0) and the host's
+   * machine: the samples are the host's. A host without samples gets a
+   * profile without samples, not an error: that is what it holds. */
+  size_t hosts[1], n = 0;
+  for (size_t i = 0; !j->rv && i < tg_prof_n_hosts(p); i++) {
+    const tg_prof_host_t *h = tg_prof_host(p, i);
+    if (h->counts.samples && !n) {
+      hosts[n++] = i;
+      j->samples = h->counts.samples;
+    }
+  }
+  tg_prof_pprof_opts_t o = {.hosts = hosts, .n_hosts = n};
+  if (!j->rv) j->rv = tg_prof_pprof(p, &o, &j->out);
+  tg_prof_free(p);
+}
+
+static void job_free(job_t *j) {
+  if (j->fd >= 0) close(j->fd);
+  if (j->sfd >= 0) close(j->sfd);
+  free(j->part.ext);
+  tg_buf_free(&j->out);
+  free(j);
+}
+
+static void job_done(uv_work_t *w, int status) {
+  job_t *j = w->data;
+  tg_list_remove(&j->node);
+  j->c->api.n_profiles--;
+  if (status && !j->rv) j->rv = status;
+  char idt[TG_COLL_ID_STRLEN];
+  tg_coll_id_format(j->id, idt);
+  if (j->rv) {
+    TG_WARN("snapshot %s: host %s: no profile: %s", idt, j->part.first,
+            tg_strerror(j->rv));
+  }
+  if (!j->x) {
+    job_free(j);
+    return;
+  }
+  if (j->rv == TG_EPARSE || j->rv == TG_EBAD_COMPRESSED || j->rv == -EIO) {
+    coll_api_json_error(j->x, 500, "this host's part of the snapshot does not "
+                                   "read as a trace (see the collector's log)");
+  } else if (j->rv) {
+    coll_api_json_error(j->x, 500, tg_strerror(j->rv));
+  } else {
+    char name[TG_COLL_HOST_MAX + 96], safe[TG_COLL_HOST_MAX + 1];
+    size_t k = 0;
+    for (const char *h = j->part.first; *h && k < TG_COLL_HOST_MAX; h++, k++) {
+      char ch = *h;
+      bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' || ch == '_';
+      safe[k] = ok ? ch : '_';
+    }
+    safe[k] = 0;
+    snprintf(name, sizeof(name), "tracegate-%s-%s.pb.gz", idt, safe);
+    TG_DEBUG("snapshot %s: host %s: a profile of %" PRIu64 " samples, %zu "
+             "bytes", idt, j->part.first, j->samples, tg_buf_size(&j->out));
+    /* Served as a file is, under its download name: the profile goes to
+     * a memory file first (the HTTP layer streams files). */
+    int mfd = memfd_create("tracegate-profile", MFD_CLOEXEC);
+    size_t len = tg_buf_size(&j->out);
+    if (mfd < 0 || tg_write_all(mfd, tg_buf_begin(&j->out), len) < 0) {
+      if (mfd >= 0) close(mfd);
+      coll_api_json_error(j->x, 500, "cannot hold the profile");
+    } else {
+      tg_http_extent_t e = {0, len, false};
+      if (tg_http_respond_extents2(j->x, 200, "application/octet-stream", mfd,
+                                   -1, &e, 1, name) < 0)
+        coll_api_json_error(j->x, 500, "cannot send the profile");
+    }
+  }
+  job_free(j);
+}
+
+void coll_api_profile_abandon(coll_t *c, tg_http_exchange_t *x) {
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &c->api.profiles) {
+    job_t *j = TG_CONTAINER_OF(it, job_t, node);
+    if (j->x == x) j->x = NULL;
+  }
+}
+
+void coll_api_get_profile(coll_t *c, tg_http_exchange_t *x,
+                          const tg_http_request_t *r, uint64_t id) {
+  const char *host = coll_route_arg(r->args, r->n_args, "host");
+  const char *format = coll_route_arg(r->args, r->n_args, "format");
+  if (!host || !host[0] || strchr(host, ','))
+    return coll_api_json_error(x, 400, "host: one host of the snapshot");
+  if (format && strcmp(format, "pprof"))
+    return coll_api_json_error(x, 400, "format: pprof");
+  if (c->cfg.s3_bucket[0])
+    return coll_api_json_error(x, 501, "profiles of snapshots kept in a "
+                                       "bucket are not made here: download "
+                                       "the host's part (/trace?host=) and "
+                                       "run tracegate profile on it");
+  if (c->api.n_profiles >= PROFILES_MAX)
+    return coll_api_json_error(x, 503, "too many profiles being made: try "
+                                       "again");
+  int fd = -1, sfd = -1, sifd = -1;
+  int rv = tg_coll_store_open_file(c->store, id, &fd);
+  struct stat st;
+  if (!rv && fstat(fd, &st) != 0) rv = -EIO;
+  if (rv < 0) {
+    if (fd >= 0) close(fd);
+    if (rv == -ENOENT)
+      return coll_api_json_error(x, 404, "no such snapshot, or it holds no "
+                                         "trace");
+    return coll_api_json_error(x, rv == -EIO ? 500 : 503, tg_strerror(rv));
+  }
+  if (tg_coll_store_open_symbols(c->store, id, &sfd, &sifd) != 0)
+    sfd = sifd = -1;
+  job_t *j = calloc(1, sizeof(*j));
+  if (!j) {
+    close(fd);
+    if (sfd >= 0) close(sfd);
+    if (sifd >= 0) close(sifd);
+    return coll_api_json_error(x, 500, "out of memory");
+  }
+  j->fd = fd;
+  j->sfd = sfd;
+  tg_buf_init(&j->out, 0);
+  rv = coll_api_plan_part(c, x, id, host, (uint64_t)st.st_size, sfd, sifd,
+                          &j->part);
+  if (sifd >= 0) close(sifd);
+  if (rv < 0) { /* answered */
+    job_free(j);
+    return;
+  }
+  j->c = c;
+  j->x = x;
+  j->id = id;
+  j->work.data = j;
+  if ((rv = uv_queue_work(c->loop, &j->work, job_work, job_done)) < 0) {
+    job_free(j);
+    return coll_api_json_error(x, 503, tg_strerror(rv));
+  }
+  tg_list_insert_tail(&c->api.profiles, &j->node);
+  c->api.n_profiles++;
+}

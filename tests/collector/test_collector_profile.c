@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* One host's CPU profile of a snapshot (GET
+ * /api/v1/snapshots/ID/profile?host=H&format=pprof, `tracegate snapshot
+ * ID --pprof --host H`), end to end: two hosts of the fleet harness, host
+ * A's producer committing tracegate-perf's own packets (a defaults packet,
+ * main>work>hot x3, main>idle x1), the collector as a child (coll_e2e.h).
+ *
+ * What is asserted: the answer is gzipped profile.proto whose samples add
+ * up to host A's 4 and name hot; it is byte for byte what `tracegate
+ * profile --pprof` makes of host A's part (/trace?host=A) and what
+ * `tracegate snapshot ID --pprof` writes; host B (no samples) gets a
+ * profile without samples; unknown hosts, host lists, another format and
+ * no host are refused with JSON errors.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cmocka.h>
+
+#include "agent/perf/perf_emit.h"
+#include "coll_e2e.h"
+#include "fleet_harness.h"
+#include "pb/pprof/profile.pb-c.h"
+#include "test_proc.h"
+
+#ifndef TRACEGATE_CLI_PATH
+#error "TRACEGATE_CLI_PATH must name the tracegate binary"
+#endif
+
+static int group_setup(void **state) {
+  (void)state;
+  return fleet_dir_create("profile");
+}
+
+/* The profile at |path| (gzipped profile.proto): its samples' first
+ * values summed, and whether a function is named |fn|. */
+static int64_t profile_samples(const char *path, const char *fn, bool *named) {
+  size_t n;
+  uint8_t *gz = coll_slurp(path, &n);
+  uint8_t *raw = malloc(1 << 20);
+  assert_non_null(raw);
+  uLongf rn = 1 << 20;
+  z_stream z;
+  memset(&z, 0, sizeof(z));
+  assert_int_equal(inflateInit2(&z, 15 + 16), Z_OK);
+  z.next_in = gz;
+  z.avail_in = (uInt)n;
+  z.next_out = raw;
+  z.avail_out = (uInt)rn;
+  assert_int_equal(inflate(&z, Z_FINISH), Z_STREAM_END);
+  rn -= z.avail_out;
+  inflateEnd(&z);
+  Perftools__Profiles__Profile *p =
+      perftools__profiles__profile__unpack(NULL, rn, raw);
+  assert_non_null(p);
+  assert_int_equal(p->n_sample_type, 2);
+  int64_t total = 0;
+  for (size_t i = 0; i < p->n_sample; i++) total += p->sample[i]->value[0];
+  *named = false;
+  for (size_t i = 0; i < p->n_function; i++) {
+    int64_t s = p->function[i]->name;
+    assert_true(s >= 0 && (size_t)s < p->n_string_table);
+    if (!strcmp(p->string_table[s], fn)) *named = true;
+  }
+  perftools__profiles__profile__free_unpacked(p, NULL);
+  free(raw);
+  free(gz);
+  return total;
+}
+
+/* tracegate-perf's packets of host A, committed as one chunk. */
+static void commit_perf(raw_producer_t *p) {
+  static const tg_perf_emit_mapping_t app = {
+      .start = 0x400000, .end = 0x500000, .path = "/usr/bin/app"};
+  const tg_perf_emit_frame_t hot[] = {
+      {&app, 0x100, "main", 0}, {&app, 0x200, "work", 0}, {&app, 0x300, "hot", 0}};
+  const tg_perf_emit_frame_t idle[] = {
+      {&app, 0x100, "main", 0}, {&app, 0x400, "idle", 0}};
+  static uint8_t pk[5][512];
+  tg_perf_emitter_t *e = tg_perf_emitter_new(0);
+  assert_non_null(e);
+  const uint8_t *frags[5];
+  size_t lens[5];
+  for (int i = 0; i < 5; i++) {
+    tg_pbw_t w;
+    tg_pbw_init(&w, pk[i], sizeof(pk[i]), NULL, NULL);
+    if (i == 0) {
+      tg_perf_timebase_desc_t tb = {.frequency = 100, .counter = 1,
+                                    .builtin_clock = 6};
+      tg_perf_emit_defaults(&w, 1000, &tb);
+    } else {
+      tg_perf_emit_sample_t s = {.ts = 2000 + (uint64_t)i, .pid = 7, .tid = 7,
+                                 .cpu_mode = 2, .timebase_count = 1,
+                                 .frames = i < 4 ? hot : idle,
+                                 .n_frames = i < 4 ? 3 : 2};
+      assert_int_equal(tg_perf_emit_sample(e, &w, &s), 0);
+    }
+    assert_int_equal(tg_pbw_error(&w), 0);
+    frags[i] = pk[i];
+    lens[i] = (size_t)tg_pbw_written(&w);
+  }
+  tg_perf_emitter_free(e);
+  assert_int_equal(raw_producer_write_chunk(p, 0, 0, TG_PAGE_DIV_1, 1, 0, 0,
+                                            frags, lens, 5),
+                   0);
+  uint32_t page = 0, chunk = 0;
+  assert_int_equal(raw_producer_commit(p, &page, &chunk, 1, 0), 0);
+}
+
+static void a_hosts_profile_of_a_snapshot(void **state) {
+  (void)state;
+  fleet_host_t h[2];
+  collector_t c;
+  fleet_up(h, &c, NULL);
+  commit_perf(&h[0].p);
+  fleet_commit_packets(&h[1].p, 0, "hostB", 1, 3);
+  const char *json = fleet_in_dir("snap.json");
+  char id[32], a[320], b[320], path[1024];
+  snprintf(id, sizeof(id), "%s", snapshot(&c, h, 2, json));
+  snprintf(a, sizeof(a), "%s", h[0].spec);
+  snprintf(b, sizeof(b), "%s", h[1].spec);
+
+  char prof_a[512], part_a[512], cli_a[512], snap_a[512], prof_b[512];
+  snprintf(prof_a, sizeof(prof_a), "%s", fleet_in_dir("a.pb.gz"));
+  snprintf(part_a, sizeof(part_a), "%s", fleet_in_dir("a.pftrace"));
+  snprintf(cli_a, sizeof(cli_a), "%s", fleet_in_dir("cli-a.pb.gz"));
+  snprintf(snap_a, sizeof(snap_a), "%s", fleet_in_dir("snap-a.pb.gz"));
+  snprintf(prof_b, sizeof(prof_b), "%s", fleet_in_dir("b.pb.gz"));
+  snprintf(path, sizeof(path),
+           "/api/v1/snapshots/%s/profile?host=%s&format=pprof", id, a);
+  assert_int_equal(http(&c, "GET", path, prof_a), 200);
+  bool named;
+  assert_int_equal(profile_samples(prof_a, "hot", &named), 4);
+  assert_true(named);
+
+  /* The same bytes as the CLI makes of the host's part. */
+  snprintf(path, sizeof(path), "/api/v1/snapshots/%s/trace?host=%s", id, a);
+  assert_int_equal(http(&c, "GET", path, part_a), 200);
+  const char *err = fleet_in_dir("cli.err");
+  const char *prof_argv[] = {"profile", part_a, "--pprof", "-o", cli_a, NULL};
+  assert_int_equal(coll_run_cli(TRACEGATE_CLI_PATH, prof_argv, err), 0);
+  assert_same_file(cli_a, prof_a);
+  char addr[64];
+  snprintf(addr, sizeof(addr), "127.0.0.1:%d", c.port);
+  const char *snap_argv[] = {"snapshot", id, "--pprof", "--host", a,
+                             "--collector", addr, "-o", snap_a, NULL};
+  assert_int_equal(coll_run_cli(TRACEGATE_CLI_PATH, snap_argv, err), 0);
+  assert_same_file(snap_a, prof_a);
+  const char *no_host[] = {"snapshot", id, "--pprof", "--collector", addr,
+                           "-o", snap_a, NULL};
+  assert_int_equal(coll_run_cli(TRACEGATE_CLI_PATH, no_host, err), 2);
+
+  /* Host B has no samples: a profile without any. */
+  snprintf(path, sizeof(path), "/api/v1/snapshots/%s/profile?host=%s", id, b);
+  assert_int_equal(http(&c, "GET", path, prof_b), 200);
+  assert_int_equal(profile_samples(prof_b, "hot", &named), 0);
+  assert_false(named);
+
+  /* Refused. */
+  const char *bad = fleet_in_dir("bad.json");
+  snprintf(path, sizeof(path), "/api/v1/snapshots/%s/profile?host=nope", id);
+  assert_int_equal(http(&c, "GET", path, bad), 404);
+  assert_json(bad, "host", "\"nope\"");
+  snprintf(path, sizeof(path), "/api/v1/snapshots/%s/profile?host=%s,%s", id,
+           a, b);
+  assert_int_equal(http(&c, "GET", path, bad), 400);
+  snprintf(path, sizeof(path),
+           "/api/v1/snapshots/%s/profile?host=%s&format=json", id, a);
+  assert_int_equal(http(&c, "GET", path, bad), 400);
+  snprintf(path, sizeof(path), "/api/v1/snapshots/%s/profile", id);
+  assert_int_equal(http(&c, "GET", path, bad), 400);
+  assert_int_equal(http(&c, "GET", "/api/v1/snapshots/7fffffffffffffff/profile"
+                                   "?host=x", bad), 404);
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      FLEET_TEST(a_hosts_profile_of_a_snapshot),
+  };
+  return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
+}
