@@ -18,7 +18,6 @@
  * In both, a host has the links problem exactly when it has unmatched
  * ends.
  */
-#include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -48,67 +47,20 @@ static int group_setup(void **state) {
   return fleet_dir_create("clinks");
 }
 
-/* tracegate-emit on |h| with |mode_args| (NULL-terminated, at most 8);
- * its stderr into emit<i>.log. With |port|, its "ready PORT" line's port
- * (an rpc server). */
-static pid_t emit_start(const fleet_host_t *h, int i,
-                        const char *const *mode_args, unsigned *port) {
-  char log[64];
-  snprintf(log, sizeof(log), "emit%d.log", i);
-  int fd = open(fleet_in_dir(log), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-                0644);
-  assert_true(fd >= 0);
-  int ready[2] = {-1, -1};
-  char ready_fd[16] = "";
-  if (port) {
-    assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
-    snprintf(ready_fd, sizeof(ready_fd), "%d", ready[1]);
-  }
-  const char *argv[20] = {TRACEGATE_EMIT_PATH, "--socket", h->ts.producer_sock,
-                          "--log-level", "warn"};
-  size_t n = 5;
-  for (size_t k = 0; mode_args[k]; k++) argv[n++] = mode_args[k];
-  if (port) {
-    argv[n++] = "--ready-fd";
-    argv[n++] = ready_fd;
-  }
-  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
-  s.path = TRACEGATE_EMIT_PATH;
-  s.argv = argv;
-  s.stdin_fd = TG_TEST_FD_DEVNULL;
-  s.stdout_fd = TG_TEST_FD_DEVNULL;
-  s.stderr_fd = fd;
-  s.keep_fd = port ? ready[1] : -1;
-  pid_t pid = tg_test_spawn(&s);
-  close(fd);
-  assert_true(pid > 0);
-  if (port) {
-    close(ready[1]);
-    char line[64] = "";
-    size_t got = 0;
-    ssize_t r;
-    while (got + 1 < sizeof(line) &&
-           (r = read(ready[0], line + got, sizeof(line) - 1 - got)) > 0)
-      got += (size_t)r;
-    close(ready[0]);
-    line[got] = 0;
-    assert_int_equal(sscanf(line, "ready %u", port), 1);
-  }
-  return pid;
-}
-
 /* The server on h[0], the client on h[1] calling it, 200 a second. */
 static void emitters_start(const fleet_host_t h[2], pid_t emit[2]) {
   unsigned port = 0;
   const char *server_args[] = {"--name", "rpc-server", "--rpc-server", "0",
                                NULL};
-  emit[0] = emit_start(&h[0], 0, server_args, &port);
+  emit[0] =
+      fleet_emit_start(TRACEGATE_EMIT_PATH, &h[0], 0, server_args, &port);
   char target[64];
   snprintf(target, sizeof(target), "127.0.0.1:%u", port);
   const char *client_args[] = {"--name",  "rpc-client", "--rpc-client",
                                target,    "--rate",     "200",
                                "--count", "1000000",    NULL};
-  emit[1] = emit_start(&h[1], 1, client_args, NULL);
+  emit[1] =
+      fleet_emit_start(TRACEGATE_EMIT_PATH, &h[1], 1, client_args, NULL);
 }
 
 /* Both hosts up and their emitters; the collector traces the first |n|

@@ -261,30 +261,19 @@ static void recovery_moves_schema_1_to_2_keeping_rows(void **state) {
   assert_string_equal(h[0].links, COLL_FX_PARTIAL_LINKS);
 }
 
+static void drop_links_sqlite(coll_fixture_t *fx) {
+  set_pragma(fx, "BEGIN;"
+                 "ALTER TABLE snapshot_hosts DROP COLUMN links;"
+                 "PRAGMA user_version = 4;"
+                 "COMMIT;");
+}
+
 /* A catalog of schema 4 (no links column) moves to 5 at open: its host
  * rows kept with no links, a new one taken with them. */
 static void recovery_moves_schema_4_to_5_adding_links(void **state) {
   coll_fixture_t *fx = *state;
   assert_int_equal(coll_fixture_open(fx), 0);
-  static const char *const before[] = {"~alpha", NULL};
-  uint64_t old_id;
-  assert_int_equal(coll_snapshot(fx->store, "t", before, 100, 1, &old_id), 0);
-  coll_fixture_close(fx);
-  set_pragma(fx, "BEGIN;"
-                 "ALTER TABLE snapshot_hosts DROP COLUMN links;"
-                 "PRAGMA user_version = 4;"
-                 "COMMIT;");
-  assert_int_equal(coll_fixture_open(fx), 0);
-  tg_coll_host_t h[1];
-  size_t n;
-  assert_int_equal(tg_coll_store_hosts(fx->store, old_id, h, 1, &n), 0);
-  assert_int_equal(n, 1);
-  assert_string_equal(h[0].boost, COLL_FX_PARTIAL_BOOST);
-  assert_string_equal(h[0].links, "");
-  uint64_t id;
-  assert_int_equal(coll_snapshot(fx->store, "t", before, 100, 2, &id), 0);
-  assert_int_equal(tg_coll_store_hosts(fx->store, id, h, 1, &n), 0);
-  assert_string_equal(h[0].links, COLL_FX_PARTIAL_LINKS);
+  coll_fx_check_links_migration(fx, drop_links_sqlite);
 }
 
 static void recovery_migrates_an_empty_catalog_once(void **state) {

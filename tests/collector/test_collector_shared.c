@@ -516,26 +516,16 @@ static void pg_schema_1_moves_to_2_keeping_rows(void **state) {
        " 'a name', '[]', '{}', '{}' FROM snapshots;");
 }
 
+static void drop_links_pg(coll_fixture_t *fx) {
+  psql(fx->conninfo, "ALTER TABLE snapshot_hosts DROP COLUMN links;"
+                     "UPDATE schema_version SET version = 4;");
+}
+
 /* A catalog of schema 4 (no links) moves to 5 at open: its host rows
  * kept with none, a new snapshot's host then read back with its links. */
 static void pg_schema_4_moves_to_5_adding_links(void **state) {
   coll_fixture_t *fx = coll_fx(state);
-  static const char *const cut[] = {"~alpha", NULL};
-  uint64_t old_id, id;
-  assert_int_equal(coll_snapshot(fx->store, "t", cut, 10, 1, &old_id), 0);
-  coll_fixture_close(fx);
-  psql(fx->conninfo, "ALTER TABLE snapshot_hosts DROP COLUMN links;"
-                     "UPDATE schema_version SET version = 4;");
-  assert_int_equal(coll_fixture_open(fx), 0);
-  tg_coll_host_t h[1];
-  size_t n;
-  assert_int_equal(tg_coll_store_hosts(fx->store, old_id, h, 1, &n), 0);
-  assert_int_equal(n, 1);
-  assert_string_equal(h[0].boost, COLL_FX_PARTIAL_BOOST);
-  assert_string_equal(h[0].links, "");
-  assert_int_equal(coll_snapshot(fx->store, "t", cut, 10, 2, &id), 0);
-  assert_int_equal(tg_coll_store_hosts(fx->store, id, h, 1, &n), 0);
-  assert_string_equal(h[0].links, COLL_FX_PARTIAL_LINKS);
+  coll_fx_check_links_migration(fx, drop_links_pg);
   psql(fx->conninfo,
        "DO $$ BEGIN IF (SELECT version FROM schema_version"
        "  WHERE component = 'tracegate-collector') <> 5"
