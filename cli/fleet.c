@@ -300,6 +300,7 @@ static void summary_links(const fleet_t *f, const tg_merge_host_t *mh,
   l->flows_terminated = mh->flows_terminated;
   l->flows_unmatched = mh->flows_unmatched;
   l->flows_unfollowed = mh->flows_unfollowed;
+  l->flows_across = mh->flows_across;
 }
 
 static void write_summary(fleet_t *f, int code) {

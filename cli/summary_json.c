@@ -32,7 +32,7 @@ static json_t *loss_json(const cli_loss_t *loss) {
 static json_t *links_json(const cli_summary_links_t *l) {
   if (!l) return json_null();
   return json_pack(
-      "{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+      "{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
       "mode", l->mode, "joined", tg_json_u64(l->joined), "early",
       tg_json_u64(l->early), "unclocked", tg_json_u64(l->unclocked),
       "refused", tg_json_u64(l->refused), "clock", tg_json_u64(l->clock),
@@ -40,7 +40,8 @@ static json_t *links_json(const cli_summary_links_t *l) {
       "flows_started", tg_json_u64(l->flows_started), "flows_terminated",
       tg_json_u64(l->flows_terminated), "flows_unmatched",
       tg_json_u64(l->flows_unmatched), "flows_unfollowed",
-      tg_json_u64(l->flows_unfollowed));
+      tg_json_u64(l->flows_unfollowed), "flows_across",
+      tg_json_u64(l->flows_across));
 }
 
 static json_t *reclock_json(const tg_reclock_host_t *r) {

@@ -26,7 +26,7 @@ typedef struct cli_summary_links {
   const char *mode; /* "joined" or "machines" */
   uint64_t joined, early, unclocked, refused, clock, pids, uuid;
   uint64_t flows_started, flows_terminated, flows_unmatched,
-      flows_unfollowed;
+      flows_unfollowed, flows_across;
 } cli_summary_links_t;
 
 /* One host's outcome. Pointers are borrowed for the call; NULL text and

@@ -48,6 +48,7 @@ int tg__coll_check_finish(const tg_coll_finish_t *f) {
         !text_ok(h->error, 0, TG_COLL_ERROR_MAX) ||
         !text_ok(h->problems, 0, TG_COLL_PROBLEMS_MAX) ||
         !text_ok(h->boost, 0, TG_COLL_BOOST_MAX) ||
+        !text_ok(h->links, 0, TG_COLL_LINKS_MAX) ||
         (h->outcome != TG_COLL_HOST_OK && h->outcome != TG_COLL_HOST_FAILED &&
          h->outcome != TG_COLL_HOST_PARTIAL) ||
         !count_ok(h->bytes) || !count_ok(h->packets) || !count_ok(h->loss))

@@ -48,6 +48,10 @@
 /* A host's sharp window (daemon/boost.h): a JSON object, made and read
  * back as the problems are. */
 #define TG_COLL_BOOST_MAX 1024
+/* A host's requests across hosts (the merge's flow counts, daemon/snap.c):
+ * a JSON object of a mode and a few counts, made and read back as the
+ * boost is. */
+#define TG_COLL_LINKS_MAX 512
 /* Most rows one list() returns; page on with before_id. */
 #define TG_COLL_LIST_MAX 1000
 
@@ -100,6 +104,10 @@ typedef struct tg_coll_host_result {
   /* NULL, "" (no boost) or a JSON object of 0..TG_COLL_BOOST_MAX bytes:
    * the host's perf boost (daemon/boost.h), stored as given. */
   const char *boost;
+  /* NULL, "" (none: not merged, or an older row) or a JSON object of
+   * 0..TG_COLL_LINKS_MAX bytes: what the merge saw of the host's flows
+   * (docs/collector.md, "links"), stored as given. */
+  const char *links;
   uint64_t bytes, packets;
   uint64_t loss; /* the host's loss counters, summed */
   int64_t window_first_ms, window_last_ms; /* what its data covers */
@@ -113,6 +121,7 @@ typedef struct tg_coll_host {
   char error[TG_COLL_ERROR_MAX + 1];
   char problems[TG_COLL_PROBLEMS_MAX + 1]; /* "" or a JSON array */
   char boost[TG_COLL_BOOST_MAX + 1];       /* "" or a JSON object */
+  char links[TG_COLL_LINKS_MAX + 1];       /* "" or a JSON object */
   uint64_t bytes, packets, loss;
   int64_t window_first_ms, window_last_ms;
 } tg_coll_host_t;

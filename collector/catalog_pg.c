@@ -89,6 +89,9 @@ static const char *const migrations[TG_COLL_PG_SCHEMA] = {
     /* 3 -> 4: a host's perf boost (catalog.h); rows from before have
      * none. */
     "ALTER TABLE snapshot_hosts ADD COLUMN boost bytea NOT NULL DEFAULT '';",
+    /* 4 -> 5: a host's requests across hosts (catalog.h); rows from
+     * before have none. */
+    "ALTER TABLE snapshot_hosts ADD COLUMN links bytea NOT NULL DEFAULT '';",
 };
 
 #define SNAPSHOT_COLS                                                    \
@@ -125,9 +128,9 @@ static const stmt_def_t stmts[P_COUNT] = {
     [P_INSERT_HOST] = {"INSERT INTO snapshot_hosts (snapshot_id, host,"
                        " outcome, error, bytes, packets, loss,"
                        " window_first_ms, window_last_ms, name, problems,"
-                       " boost) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,"
-                       " $10, $11, $12)",
-                       "iyiyiiiiiyyy", ""},
+                       " boost, links) VALUES ($1, $2, $3, $4, $5, $6, $7,"
+                       " $8, $9, $10, $11, $12, $13)",
+                       "iyiyiiiiiyyyy", ""},
     [P_FAIL] = {GUARDED("UPDATE snapshots SET state = 3, finished_ms = $2,"
                         " failure = $3 WHERE id = $1 AND state = 0"),
                 "iiy", "ib"},
@@ -158,10 +161,10 @@ static const stmt_def_t stmts[P_COUNT] = {
     /* No row: no snapshot; one row of NULLs: a snapshot without hosts. */
     [P_HOSTS] = {"SELECT h.host, h.outcome, h.error, h.bytes, h.packets,"
                  " h.loss, h.window_first_ms, h.window_last_ms, h.name,"
-                 " h.problems, h.boost FROM snapshots s LEFT JOIN"
+                 " h.problems, h.boost, h.links FROM snapshots s LEFT JOIN"
                  " snapshot_hosts h ON h.snapshot_id = s.id WHERE s.id = $1"
                  " ORDER BY h.host",
-                 "i", "yiyiiiiiyyy"},
+                 "i", "yiyiiiiiyyyy"},
     [P_PIN] = {GUARDED("UPDATE snapshots SET pinned = ($2 <> 0)"
                        " WHERE id = $1"),
                "ii", "ib"},

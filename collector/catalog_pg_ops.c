@@ -93,6 +93,7 @@ static int insert_host(tg__coll_pg_t *c, uint64_t id,
   tg__coll_pg_arg_text(&a, h->name, TG_COLL_HOST_MAX);
   tg__coll_pg_arg_text(&a, h->problems, TG_COLL_PROBLEMS_MAX);
   tg__coll_pg_arg_text(&a, h->boost, TG_COLL_BOOST_MAX);
+  tg__coll_pg_arg_text(&a, h->links, TG_COLL_LINKS_MAX);
   PGresult *r;
   /* A host named twice breaks the primary key (-EINVAL): the caller's
    * mistake. */
@@ -258,6 +259,7 @@ static int hosts_result(PGresult *r, tg_coll_host_t *out, size_t cap,
       tg__coll_pg_text(r, i, 8, h->name, sizeof(h->name));
       tg__coll_pg_text(r, i, 9, h->problems, sizeof(h->problems));
       tg__coll_pg_text(r, i, 10, h->boost, sizeof(h->boost));
+      tg__coll_pg_text(r, i, 11, h->links, sizeof(h->links));
     }
     count++;
   }

@@ -87,6 +87,9 @@ static const char *const migrations[TG_COLL_SQLITE_SCHEMA] = {
     /* 3 -> 4: a host's perf boost (catalog.h); rows from before have
      * none. */
     "ALTER TABLE snapshot_hosts ADD COLUMN boost TEXT NOT NULL DEFAULT '';",
+    /* 4 -> 5: a host's requests across hosts (catalog.h); rows from
+     * before have none. */
+    "ALTER TABLE snapshot_hosts ADD COLUMN links TEXT NOT NULL DEFAULT '';",
 };
 
 #define SNAPSHOT_COLS                                                    \
@@ -109,8 +112,8 @@ static const char *const sql[S_COUNT] = {
     [S_INSERT_HOST] =
         "INSERT INTO snapshot_hosts (snapshot_id, host,"
         " outcome, error, bytes, packets, loss,"
-        " window_first_ms, window_last_ms, name, problems, boost)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        " window_first_ms, window_last_ms, name, problems, boost, links)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
     [S_FAIL] =
         "UPDATE snapshots SET state = 3, finished_ms = ?2,"
         " failure = ?3 WHERE id = ?1 AND state = 0",
@@ -129,7 +132,7 @@ static const char *const sql[S_COUNT] = {
     [S_GET] = "SELECT " SNAPSHOT_COLS " FROM snapshots WHERE id = ?1",
     [S_HOSTS] =
         "SELECT host, outcome, error, bytes, packets, loss,"
-        " window_first_ms, window_last_ms, name, problems, boost"
+        " window_first_ms, window_last_ms, name, problems, boost, links"
         " FROM snapshot_hosts"
         " WHERE snapshot_id = ?1 ORDER BY host",
     [S_PIN] = "UPDATE snapshots SET pinned = ?2 WHERE id = ?1",

@@ -106,6 +106,7 @@ static int insert_host(tg__coll_sqlite_t *c, uint64_t id,
   bind_text(st, 10, h->name);
   bind_text(st, 11, h->problems);
   bind_text(st, 12, h->boost);
+  bind_text(st, 13, h->links);
   int rc = sqlite3_step(st);
   sqlite3_reset(st);
   /* A host named twice breaks the primary key: the caller's mistake. */
@@ -220,6 +221,7 @@ static int op_hosts(tg_coll_catalog_t *cat, uint64_t id, tg_coll_host_t *out,
       column_text(st, 8, h->name, sizeof(h->name));
       column_text(st, 9, h->problems, sizeof(h->problems));
       column_text(st, 10, h->boost, sizeof(h->boost));
+      column_text(st, 11, h->links, sizeof(h->links));
     }
     count++;
   }

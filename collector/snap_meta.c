@@ -33,6 +33,7 @@ static json_t *host_json(const tg_coll_host_result_t *h) {
   o = tg_json_put(o, "error", tg_json_text(h->error ? h->error : ""));
   o = tg_json_put(o, "problems", tg_json_text(h->problems ? h->problems : ""));
   o = tg_json_put(o, "boost", tg_json_text(h->boost ? h->boost : ""));
+  o = tg_json_put(o, "links", tg_json_text(h->links ? h->links : ""));
   o = tg_json_put(o, "bytes", tg_json_u64(h->bytes));
   o = tg_json_put(o, "packets", tg_json_u64(h->packets));
   o = tg_json_put(o, "loss", tg_json_u64(h->loss));
@@ -173,6 +174,7 @@ static int parse_host(parse_t *p, const json_t *o, size_t i,
       (err = get_text(p, o, "problems", 0, TG_COLL_PROBLEMS_MAX,
                       &h->problems)) ||
       (err = get_opt_text(p, o, "boost", TG_COLL_BOOST_MAX, &h->boost)) ||
+      (err = get_opt_text(p, o, "links", TG_COLL_LINKS_MAX, &h->links)) ||
       (err = get_u64(p, o, "bytes", INT64_MAX, &h->bytes)) ||
       (err = get_u64(p, o, "packets", INT64_MAX, &h->packets)) ||
       (err = get_u64(p, o, "loss", INT64_MAX, &h->loss)) ||

@@ -11,7 +11,8 @@
  *    "bytes": ..., "crc32": ..., "etag": "\"...\"", "index": true,
  *    "packets": ..., "loss": ..., "n_hosts_failed": ...,
  *    "hosts": [{"host", "name", "outcome": "ok", "error", "problems",
- *               "boost" (absent in older sidecars: none), "bytes", "packets", "loss", "window_first_ms",
+ *               "boost", "links" (each absent in older sidecars: none),
+ *               "bytes", "packets", "loss", "window_first_ms",
  *               "window_last_ms"}, ...]}
  *
  * Text follows common/json.h's rule (bytes that are not UTF-8 become

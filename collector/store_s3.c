@@ -444,7 +444,8 @@ void tg__coll_s3_refresh_meta(tg_coll_store_t *s, uint64_t id) {
     res[i] = (tg_coll_host_result_t){
         .host = hosts[i].host, .name = hosts[i].name,
         .outcome = hosts[i].outcome, .error = hosts[i].error,
-        .problems = hosts[i].problems, .bytes = hosts[i].bytes,
+        .problems = hosts[i].problems, .boost = hosts[i].boost,
+        .links = hosts[i].links, .bytes = hosts[i].bytes,
         .packets = hosts[i].packets, .loss = hosts[i].loss,
         .window_first_ms = hosts[i].window_first_ms,
         .window_last_ms = hosts[i].window_last_ms};

@@ -590,6 +590,12 @@
     "a time its clock estimate does not cover, pids past the bound, a "      \
     "track uuid another host owns) were left out and counted as loss; the "  \
     "host is partial; how many follow")                                       \
+  X(COLLECTOR_FLOW_ENDS_UNMATCHED, 5063, "tracegate-collector",               \
+    "a snapshot's host (info): flows (requests across hosts) of its app "    \
+    "tracks whose other end is not in the snapshot (its peer not in the "    \
+    "inventory or failed, a ring's edge, a request in flight) or past the "  \
+    "merge's bound; kept, not a loss, the host not partial; the counts "     \
+    "follow")                                                                 \
   X(COLLECTOR_PERF_BOOST_FAILED, 5090, "tracegate-collector",                 \
     "a snapshot's host did not sample at the boost's rate "                   \
     "(perf_boost_window): its boost session could not be reached, was "       \

@@ -277,8 +277,11 @@ static void answer_row(coll_t *c, tg_http_exchange_t *x, uint64_t id,
   }
   bool truncated = n > cap;
   if (truncated) n = cap;
-  json_t *doc = json_pack("{s:o, s:o, s:b, s:o}", "snapshot",
-                          coll_json_snapshot(&s), "hosts",
+  /* The hosts' links summed in the snapshot's (those shown, when
+   * truncated). */
+  json_t *snap = tg_json_put(coll_json_snapshot(&s), "links",
+                             coll_json_snap_links(hosts, n));
+  json_t *doc = json_pack("{s:o, s:o, s:b, s:o}", "snapshot", snap, "hosts",
                           coll_json_snap_hosts(hosts, n), "hosts_truncated",
                           truncated, "symbols", coll_symbols_json(c, id));
   free(hosts);
@@ -825,9 +828,19 @@ static void get_metrics(coll_t *c, tg_http_exchange_t *x,
           "out of snapshots before their sequence's first clear of "
           "incremental state (the rings' oldest edge, not loss).\n"
           "# TYPE tracegate_collector_ring_edge_packets_total counter\n"
-          "tracegate_collector_ring_edge_packets_total %" PRIu64 "\n",
+          "tracegate_collector_ring_edge_packets_total %" PRIu64 "\n"
+          "# HELP tracegate_collector_flows_across_hosts_total Flows (requests "
+          "across hosts) of snapshots whose two ends are on two hosts.\n"
+          "# TYPE tracegate_collector_flows_across_hosts_total counter\n"
+          "tracegate_collector_flows_across_hosts_total %" PRIu64 "\n"
+          "# HELP tracegate_collector_flow_ends_unmatched_total Flow ends of "
+          "snapshots' hosts whose other end is not in the snapshot "
+          "([TG-5063]).\n"
+          "# TYPE tracegate_collector_flow_ends_unmatched_total counter\n"
+          "tracegate_collector_flow_ends_unmatched_total %" PRIu64 "\n",
           k->trigger_hits, k->triggers_coalesced, k->bytes_stored,
-          k->host_loss, k->ring_edge_packets);
+          k->host_loss, k->ring_edge_packets, k->flows_across,
+          k->flow_ends_unmatched);
   fputs("# HELP tracegate_collector_data_source_failures_total Data sources "
         "that did not run as asked, in snapshots' host rows, by reason "
         "(client/ds_problem.h).\n"

@@ -85,18 +85,55 @@ static json_t *problems_json(const char *text) {
   return tg_json_push(json_array(), tg_json_text(text));
 }
 
-/* A host row's perf boost as JSON: the object the collector stored, or
- * null for none; what does not parse as an object is shown as text. */
-static json_t *boost_json(const char *text) {
+/* A host row's object column (its perf boost, its links; at most |max|
+ * bytes) parsed: NULL for none or what is not an object. */
+static json_t *object_of(const char *text, size_t max) {
   size_t len = strlen(text);
-  if (!len) return json_null();
+  if (!len) return NULL;
   int rv;
   json_error_t err;
-  json_t *v = tg_json_load(text, len, 0, 16 * (TG_COLL_BOOST_MAX + 1), &err,
-                           &rv);
+  json_t *v = tg_json_load(text, len, 0, 16 * (max + 1), &err, &rv);
   if (v && json_is_object(v)) return v;
   json_decref(v);
-  return tg_json_text(text);
+  return NULL;
+}
+
+/* The same as the API shows it: the object the collector stored, or null
+ * for none; what does not parse as an object (a hand-edited catalog) is
+ * shown as text. */
+static json_t *object_json(const char *text, size_t max) {
+  json_t *v = object_of(text, max);
+  if (v) return v;
+  return *text ? tg_json_text(text) : json_null();
+}
+
+/* The counts the snapshot's links sum over its hosts. */
+static const char *const kLinkTotals[] = {
+    "flows_started", "flows_terminated", "flows_across", "flows_unmatched",
+    "flows_unfollowed"};
+#define LINK_TOTALS (sizeof(kLinkTotals) / sizeof(kLinkTotals[0]))
+
+json_t *coll_json_snap_links(const tg_coll_host_t *h, size_t n) {
+  uint64_t sum[LINK_TOTALS] = {0};
+  size_t rows = 0;
+  for (size_t i = 0; i < n; i++) {
+    json_t *o = object_of(h[i].links, TG_COLL_LINKS_MAX);
+    if (!o) continue;
+    rows++;
+    for (size_t k = 0; k < LINK_TOTALS; k++) {
+      uint64_t v;
+      if (tg_json_get_u64(json_object_get(o, kLinkTotals[k]), &v) == 0 &&
+          !__builtin_add_overflow(sum[k], v, &sum[k]))
+        continue;
+      sum[k] = UINT64_MAX; /* a hand-edited row: shown as the most */
+    }
+    json_decref(o);
+  }
+  if (!rows) return json_null();
+  json_t *t = json_object();
+  for (size_t k = 0; t && k < LINK_TOTALS; k++)
+    t = tg_json_put(t, kLinkTotals[k], tg_json_u64(sum[k]));
+  return t;
 }
 
 json_t *coll_json_snap_hosts(const tg_coll_host_t *h, size_t n) {
@@ -104,7 +141,7 @@ json_t *coll_json_snap_hosts(const tg_coll_host_t *h, size_t n) {
   for (size_t i = 0; a && i < n; i++)
     a = tg_json_push(
         a, json_pack("{s:o, s:o, s:s, s:o, s:o, s:o, s:o, s:o, s:I, s:I,"
-                     " s:o}",
+                     " s:o, s:o}",
                      "host", tg_json_text(h[i].host),
                      "name", tg_json_text(h[i].name),
                      "outcome", tg_coll_host_outcome_name(h[i].outcome),
@@ -115,7 +152,8 @@ json_t *coll_json_snap_hosts(const tg_coll_host_t *h, size_t n) {
                      "loss", tg_json_u64(h[i].loss),
                      "window_first_ms", (json_int_t)h[i].window_first_ms,
                      "window_last_ms", (json_int_t)h[i].window_last_ms,
-                     "boost", boost_json(h[i].boost)));
+                     "boost", object_json(h[i].boost, TG_COLL_BOOST_MAX),
+                     "links", object_json(h[i].links, TG_COLL_LINKS_MAX)));
   return a;
 }
 

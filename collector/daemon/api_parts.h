@@ -31,6 +31,11 @@ int coll_list_filter(const char *const *args, size_t n, tg_coll_filter_t *f,
  * memory. */
 json_t *coll_json_snapshot(const tg_coll_snapshot_t *s);
 json_t *coll_json_snap_hosts(const tg_coll_host_t *h, size_t n);
+/* The snapshot's links: its host rows' flow counts summed
+ * ("flows_started", "flows_terminated", "flows_across",
+ * "flows_unmatched", "flows_unfollowed"; docs/collector.md), or null when
+ * no row of |h| has links (not merged, or older rows). */
+json_t *coll_json_snap_links(const tg_coll_host_t *h, size_t n);
 
 /* The HTTP layer's counters (tracegate_collector_http_*_total). */
 void coll_metrics_http(FILE *f, const tg_http_server_stats_t *hs);

@@ -178,6 +178,10 @@ typedef struct coll_counts {
   /* Packets left out of snapshots before their sequence's first clear of
    * incremental state (merge.h, state_edge): the rings' oldest edge. */
   uint64_t ring_edge_packets;
+  /* Flows of snapshots' hosts (merge.h, tg_merge_links_end): those whose
+   * two ends are on two hosts, and ends whose other end is not in the
+   * snapshot. */
+  uint64_t flows_across, flow_ends_unmatched;
   /* Host state changes snap_host.h's table refused (a bug: logged). */
   uint64_t snap_host_bad_transitions;
   /* Data-source problems in snapshots' host rows, by reason. */

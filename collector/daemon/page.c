@@ -23,8 +23,9 @@
  * to their cell with the whole text on a click, names under a partial
  * snapshot's row each host that failed and why, opens a snapshot's
  * detail (its hosts, outcomes, windows, loss, data source problems, each
- * host's perf boost, the snapshot's symbols, a download and an Open per
- * host), shows each host's perf boost budget (used, refused, when it
+ * host's requests (flows started, ended, unmatched) and perf boost, the
+ * snapshot's requests across hosts and symbols, a download and an Open
+ * per host), shows each host's perf boost budget (used, refused, when it
  * refills), and filters the list by trigger, host
  * and state (the list's own arguments).
  *

@@ -109,6 +109,8 @@ typedef struct snap_host {
   uint64_t stored; /* bytes of the file that are this host's */
   coll_window_t win; /* the time its data covers (data_window.h) */
   char err[TG_COLL_ERROR_MAX + 1];
+  /* Its row's links (snap_links_end): "" when it has none. */
+  char links[TG_COLL_LINKS_MAX + 1];
 } snap_host_t;
 
 struct coll_snap {
@@ -611,12 +613,15 @@ static void host_problems(coll_snap_t *s, snap_host_t *sh, char *text,
     if (ps.n < TG_DS_PROBLEMS_MAX) ps.items[ps.n++] = *p;
     else ps.omitted++;
   }
-  if (!ps.n && !sh->left.n) return;
+  /* Flow ends without the other: said, never a loss nor PARTIAL. */
+  json_t *links = tg_merge_links_problem_json(&sh->mh);
+  if (!ps.n && !sh->left.n && !links) return;
   /* The merge's first: they explain the host's loss, and a few fit
    * whatever the data sources' take. */
   json_t *left = json_array();
   for (size_t i = 0; left && i < sh->left.n; i++)
     left = tg_json_push(left, tg_merge_left_out_json(&sh->left.items[i]));
+  if (links) left = tg_json_push(left, links);
   if (!left || tg_problems_text(left, &ps, text, TG_COLL_PROBLEMS_MAX + 1) < 0)
     text[0] = 0;
   json_decref(left);
@@ -646,12 +651,26 @@ static tg_merge_host_t *snap_merge_host(void *ctx, size_t i) {
 }
 
 /* The end of the snapshot's merge: flows whose other end is not in it
- * (merge.h), and what the joined mode left out of each host's app
- * tracks, in the log (docs/merge.md, "Links across hosts"). */
+ * (merge.h), each host's flows as its row's links and in the metrics,
+ * and what the joined mode left out of each host's app tracks, in the log
+ * (docs/merge.md, "Links across hosts"). */
 static void snap_links_end(coll_snap_t *s) {
   tg_merge_links_end(&s->m, s->n, snap_merge_host, s);
   for (size_t i = 0; i < s->n; i++) {
-    const tg_merge_host_t *mh = &s->hosts[i].mh;
+    snap_host_t *sh = &s->hosts[i];
+    const tg_merge_host_t *mh = &sh->mh;
+    s->c->counts.flows_across += mh->flows_across;
+    s->c->counts.flow_ends_unmatched += mh->flows_unmatched;
+    sh->links[0] = 0;
+    json_t *o = sh->st == COLL_SH_SKIPPED
+                    ? NULL
+                    : tg_merge_links_json(s->m.app_tracks, mh);
+    /* Nine counts and a mode fit the column (catalog.h); a row without
+     * them says "none". */
+    size_t n = o ? json_dumpb(o, sh->links, TG_COLL_LINKS_MAX, JSON_COMPACT)
+                 : 0;
+    sh->links[n <= TG_COLL_LINKS_MAX ? n : 0] = 0;
+    json_decref(o);
     uint64_t left = tg_merge_joined_left_out(mh);
     if (!left && !mh->flows_unmatched && !mh->flows_unfollowed &&
         !mh->joined_unclocked)
@@ -661,12 +680,12 @@ static void snap_links_end(coll_snap_t *s) {
             "host's for want of a clock estimate, %" PRIu64 " left out "
             "(fields %" PRIu64 ", clocks %" PRIu64 ", pids %" PRIu64
             ", track uuids %" PRIu64 "); flows %" PRIu64 " started, %" PRIu64
-            " ended, %" PRIu64 " ends without the other, %" PRIu64
-            " not followed",
-            s->id, s->hosts[i].h->t.spec, mh->joined, mh->joined_unclocked,
-            left, mh->joined_refused, mh->joined_clock, mh->joined_pids,
+            " ended, %" PRIu64 " ended by another host, %" PRIu64 " ends "
+            "without the other, %" PRIu64 " not followed",
+            s->id, sh->h->t.spec, mh->joined, mh->joined_unclocked, left,
+            mh->joined_refused, mh->joined_clock, mh->joined_pids,
             mh->joined_uuid, mh->flows_started, mh->flows_terminated,
-            mh->flows_unmatched, mh->flows_unfollowed);
+            mh->flows_across, mh->flows_unmatched, mh->flows_unfollowed);
   }
 }
 
@@ -699,6 +718,7 @@ static void store_result(coll_snap_t *s) {
         .window_first_ms = host_real_ms(sh->fh, sh->win.first_ns),
         .window_last_ms = host_real_ms(sh->fh, sh->win.last_ns),
         .boost = coll_boosts_row(s->boost, i),
+        .links = sh->links,
     };
     if (sh->st != COLL_SH_SKIPPED) host_problems(s, sh, texts[i], &rs[i]);
     packets += sh->packets;

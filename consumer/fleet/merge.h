@@ -228,11 +228,13 @@ typedef struct tg_merge_host {
    * Flows (TrackEvent.flow_ids, terminating_flow_ids) in what was
    * written: started, terminated; and, final once
    * tg_merge_links_end() ran, the ends whose other end is not in the
-   * file (unmatched) and those past TG_MERGE_MAX_FLOWS (unfollowed). */
+   * file (unmatched), those past TG_MERGE_MAX_FLOWS (unfollowed), and the
+   * flows the host started that another host ended (across: each flow
+   * between two hosts counted once, on the host that started it). */
   uint64_t joined, joined_early, joined_unclocked;
   uint64_t joined_refused, joined_clock, joined_pids, joined_uuid;
   uint64_t flows_started, flows_terminated, flows_unmatched,
-      flows_unfollowed;
+      flows_unfollowed, flows_across;
   /* The host's clocks minus the collector's (BOOTTIME, MONOTONIC,
    * REALTIME), from the newest estimate; valid when has_offset. */
   int64_t offset[TG_CLK_N];
@@ -339,10 +341,6 @@ const char *tg_merge_refused_field(const tg_merge_host_t *mh, char *buf,
  * of the host are not expected. */
 void tg_merge_host_end(tg_merge_host_t *mh);
 
-/* The end of the merge, after every host's last packet: the flows' ends
- * whose other end is not in the file are counted in their hosts'
- * flows_unmatched; |host_at(ctx, i)| is the host of index i (machine
- * i + 1; NULL: not counted), for i < |n|. Once; nothing in MACHINES. */
 /* The app packets of |mh| the joined mode left out (joined_refused,
  * _clock, _pids, _uuid): a loss of the host beside malformed and
  * state_lost. */
@@ -351,6 +349,12 @@ static inline uint64_t tg_merge_joined_left_out(const tg_merge_host_t *mh) {
          mh->joined_uuid;
 }
 
+/* The end of the merge, after every host's last packet: the flows' ends
+ * whose other end is not in the file are counted in their hosts'
+ * flows_unmatched, the flows whose two ends are on two hosts in the
+ * starter's flows_across; |host_at(ctx, i)| is the host of index i
+ * (machine i + 1; NULL: not counted), for i < |n|. One pass over the
+ * flow table. Once; nothing in MACHINES. */
 void tg_merge_links_end(tg_merge_t *m, size_t n,
                         tg_merge_host_t *(*host_at)(void *ctx, size_t i),
                         void *ctx);

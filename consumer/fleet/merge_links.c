@@ -741,10 +741,13 @@ void tg_merge_links_end(tg_merge_t *m, size_t n,
     uint32_t v = m->flows.vals[i];
     if (!v) continue;
     uint32_t lo = v & 0xFFFFu, hi = v >> 16;
-    if (lo && hi) continue;
+    if (lo && hi && lo == hi) continue;
     size_t k = (size_t)(lo ? lo : hi) - 1;
     tg_merge_host_t *mh = k < n ? host_at(ctx, k) : NULL;
-    if (mh) mh->flows_unmatched++;
+    if (!mh) continue;
+    /* Both ends seen on two hosts: a request across hosts, the starter's. */
+    if (lo && hi) mh->flows_across++;
+    else mh->flows_unmatched++;
   }
   /* Once: a second call finds nothing. */
   tg_u64_map_free(&m->flows);

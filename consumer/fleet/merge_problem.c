@@ -84,11 +84,15 @@ void tg_merge_left_outs(const tg_merge_host_t *mh, tg_merge_left_outs_t *out) {
   }
 }
 
+/* "TG-5063" from the notice's tag "[TG-5063]". */
+static void notice_code(tg_notice_t n, char code[16]) {
+  const char *tag = tg_notice_tag(n);
+  snprintf(code, 16, "%.*s", (int)strlen(tag) - 2, tag + 1);
+}
+
 json_t *tg_merge_left_out_json(const tg_merge_left_out_t *l) {
-  const char *tag = tg_notice_tag(tg_merge_left_reason_code(l->reason));
   char code[16];
-  /* "[TG-5060]" -> "TG-5060" */
-  snprintf(code, sizeof(code), "%.*s", (int)strlen(tag) - 2, tag + 1);
+  notice_code(tg_merge_left_reason_code(l->reason), code);
   json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:o}", "kind", "merge", "code",
                         code, "reason", tg_merge_left_reason_name(l->reason),
                         "packets", tg_json_u64(l->packets), "why",
@@ -100,6 +104,39 @@ json_t *tg_merge_left_out_json(const tg_merge_left_out_t *l) {
       o = tg_json_put(o, "field_name", json_string(l->field_name));
   }
   return o;
+}
+
+json_t *tg_merge_links_json(tg_merge_app_tracks_t mode,
+                            const tg_merge_host_t *mh) {
+  return json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "mode",
+                   tg_merge_app_tracks_name(mode), "joined",
+                   tg_json_u64(mh->joined), "early",
+                   tg_json_u64(mh->joined_early), "unclocked",
+                   tg_json_u64(mh->joined_unclocked), "flows_started",
+                   tg_json_u64(mh->flows_started), "flows_terminated",
+                   tg_json_u64(mh->flows_terminated), "flows_unmatched",
+                   tg_json_u64(mh->flows_unmatched), "flows_unfollowed",
+                   tg_json_u64(mh->flows_unfollowed), "flows_across",
+                   tg_json_u64(mh->flows_across));
+}
+
+json_t *tg_merge_links_problem_json(const tg_merge_host_t *mh) {
+  if (!mh->flows_unmatched && !mh->flows_unfollowed) return NULL;
+  char code[16], why[TG_MERGE_LEFT_WHY_MAX + 1];
+  notice_code(TG_N_COLLECTOR_FLOW_ENDS_UNMATCHED, code);
+  snprintf(why, sizeof(why), "%" PRIu64 " flow end%s without the other in "
+           "the snapshot (its peer host not in it, a ring's edge, a request "
+           "in flight), %" PRIu64 " past the flows the merge follows; of %"
+           PRIu64 " started, %" PRIu64 " ended", mh->flows_unmatched,
+           mh->flows_unmatched == 1 ? "" : "s", mh->flows_unfollowed,
+           mh->flows_started, mh->flows_terminated);
+  return json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:o}", "kind", "links",
+                   "code", code, "flows_unmatched",
+                   tg_json_u64(mh->flows_unmatched), "flows_unfollowed",
+                   tg_json_u64(mh->flows_unfollowed), "flows_started",
+                   tg_json_u64(mh->flows_started), "flows_terminated",
+                   tg_json_u64(mh->flows_terminated), "why",
+                   tg_json_text(why));
 }
 
 const char *tg_merge_left_out_line(const tg_merge_left_out_t *l, char *buf,

@@ -79,4 +79,27 @@ json_t *tg_merge_left_out_json(const tg_merge_left_out_t *l);
 const char *tg_merge_left_out_line(const tg_merge_left_out_t *l, char *buf,
                                    size_t cap);
 
+/* What the merge saw of |mh|'s flows, read once tg_merge_links_end() ran,
+ * as the collector's host row keeps it (docs/collector.md, "links"; the
+ * names those of `record --summary-json`'s hosts[].links):
+ *
+ *   {"mode": "joined", "joined": 5120, "early": 0, "unclocked": 0,
+ *    "flows_started": 300, "flows_terminated": 0, "flows_unmatched": 2,
+ *    "flows_unfollowed": 0, "flows_across": 298}
+ *
+ * NULL out of memory. */
+json_t *tg_merge_links_json(tg_merge_app_tracks_t mode,
+                            const tg_merge_host_t *mh);
+
+/* The problem of |mh|'s flows whose other end is not in the file, or past
+ * the merge's bound: NULL when it has none (or out of memory), else
+ *
+ *   {"kind": "links", "code": "TG-5063", "flows_unmatched": 2,
+ *    "flows_unfollowed": 0, "flows_started": 300, "flows_terminated": 0,
+ *    "why": "..."}
+ *
+ * Information, not a loss: the ends are in the file, and a ring's edge
+ * or a request in flight leaves some at every snapshot. */
+json_t *tg_merge_links_problem_json(const tg_merge_host_t *mh);
+
 #endif /* TRACEGATE_FLEET_MERGE_PROBLEM_H */

@@ -59,7 +59,10 @@ Checks 5 to 13 are in browser_screen.py.
      in the cell's data-boost) and the snapshot's symbols state; a sharp window (span, rate, samples, start with its
      zone), a held one (by which snapshot), a failure and failed symbols
      whose texts are markup, and done symbols' counts, rendered by the
-     page's own functions: every text stays text, no element made.
+     page's own functions: every text stays text, no element made. The
+     same detail shows each host's requests (started, ended, unmatched)
+     and the snapshot's requests across hosts as the API's links count
+     them.
  10b. store: the bucket's line (#store, /api/v1/store) rendered by the
      page's storeLine(): hidden for a directory store, shown in red with
      the state, the method, the HTTP status and S3's code for a failing

@@ -253,12 +253,16 @@ BOOST_JS = """
 const id = arguments[0];
 const det = document.querySelector('#snapshots tr.detail[data-of="' + id + '"]');
 if (!det || !det.querySelector('table.snap-hosts')) return null;
-const sy = det.querySelector('dd .symbols');
+const sy = det.querySelector('dd .symbols'), rq = det.querySelector('dd .requests');
 return {
   symbols: sy && {state: sy.dataset.state, text: sy.textContent},
+  requests: rq && {across: rq.dataset.across, unmatched: rq.dataset.unmatched},
   hosts: Array.from(det.querySelectorAll('table.snap-hosts > tbody > tr'), (tr) => {
     const td = tr.querySelector('td.boost'), c = td && td.querySelector('.cut');
+    const rc = tr.querySelector('td.requests');
     return {host: tr.dataset.host, boost: td ? td.dataset.boost || null : null,
+            requests: rc ? rc.textContent : '',
+            unmatched: rc ? rc.dataset.unmatched || null : null,
             reason: td ? td.dataset.reason || null : null,
             code: td ? td.dataset.code || null : null,
             text: c ? c.textContent : '', title: c ? c.title : '',
@@ -335,6 +339,7 @@ def check_boost(s, args):
     and failed states, rendered by the page's own functions."""
     d = api_get(args, "/api/v1/snapshots/" + args.snapshot)
     api = {h["host"]: h["boost"] for h in d["hosts"]}
+    links = {h["host"]: h.get("links") for h in d["hosts"]}
     check(all(isinstance(b, dict) and b.get("state") == "sharp" for b in api.values()),
           "boost: the API's boosts of snapshot %s are not all sharp: %r" % (args.snapshot, api))
     symbols = d.get("symbols")
@@ -356,6 +361,17 @@ def check_boost(s, args):
               "boost: host %s's boost reads %r, the API's %r" % (host, row["text"], b))
         check(row["color"] == "rgb(0, 119, 0)",
               "boost: host %s's sharp boost is %s, not green" % (host, row["color"]))
+        # Its requests as the API's links count them.
+        l = links[host]
+        check(isinstance(l, dict) and row["requests"] == "%d started, %d ended, %d unmatched"
+              % (l["flows_started"], l["flows_terminated"], l["flows_unmatched"])
+              and row["unmatched"] == str(l["flows_unmatched"]),
+              "links: host %s's requests cell says %r, the API's links %r" % (host, row, l))
+    tot = d["snapshot"].get("links")
+    check(isinstance(tot, dict) and got["requests"]
+          and got["requests"]["across"] == str(tot["flows_across"])
+          and got["requests"]["unmatched"] == str(tot["flows_unmatched"]),
+          "links: the detail's requests %r, the API's snapshot links %r" % (got["requests"], tot))
     check(got["symbols"] and got["symbols"]["state"] == symbols["state"]
           and got["symbols"]["text"].startswith(symbols["state"]),
           "boost: the detail's symbols %r, the API's %r" % (got["symbols"], symbols))

@@ -182,6 +182,7 @@ int coll_snapshot(tg_coll_store_t *s, const char *trigger,
         .error = failed ? "unreachable" : partial ? "link lost" : NULL,
         .problems = partial ? COLL_FX_PARTIAL_PROBLEMS : NULL,
         .boost = partial ? COLL_FX_PARTIAL_BOOST : NULL,
+        .links = partial ? COLL_FX_PARTIAL_LINKS : NULL,
         .bytes = failed ? 0 : bytes,
         .packets = failed ? 0 : 10 + n,
         .loss = n,
@@ -227,4 +228,24 @@ int coll_count_entries(const char *dir, const char *sub) {
     if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
   closedir(d);
   return n;
+}
+
+void coll_fx_check_links_migration(coll_fixture_t *fx,
+                                   void (*to_schema_4)(coll_fixture_t *fx)) {
+  static const char *const cut[] = {"~alpha", NULL};
+  uint64_t old_id, id;
+  assert_int_equal(coll_snapshot(fx->store, "t", cut, 100, 1, &old_id), 0);
+  coll_fixture_close(fx);
+  to_schema_4(fx);
+  assert_int_equal(coll_fixture_open(fx), 0);
+  tg_coll_host_t h[1];
+  size_t n;
+  assert_int_equal(tg_coll_store_hosts(fx->store, old_id, h, 1, &n), 0);
+  assert_int_equal(n, 1);
+  assert_string_equal(h[0].boost, COLL_FX_PARTIAL_BOOST);
+  assert_string_equal(h[0].links, "");
+  assert_int_equal(coll_snapshot(fx->store, "t", cut, 100, 2, &id), 0);
+  assert_int_equal(tg_coll_store_hosts(fx->store, id, h, 1, &n), 0);
+  assert_int_equal(n, 1);
+  assert_string_equal(h[0].links, COLL_FX_PARTIAL_LINKS);
 }

@@ -89,6 +89,17 @@ void coll_fill(uint8_t *buf, size_t n, uint64_t seed);
   "[{\"kind\":\"data_source\",\"data_source\":\"linux.ftrace\"}]"
 /* And the perf boost it gives it. */
 #define COLL_FX_PARTIAL_BOOST "{\"state\":\"failed\",\"frequency_hz\":499}"
+/* And its requests across hosts. */
+#define COLL_FX_PARTIAL_LINKS \
+  "{\"mode\":\"joined\",\"flows_started\":7,\"flows_unmatched\":2}"
+
+/* The catalog's move from schema 4 to 5 on |fx| (open): a snapshot with
+ * a PARTIAL host stored, the fixture closed, |to_schema_4| (the
+ * catalog's own: SQLite or PostgreSQL) drops the links column and sets
+ * version 4, the fixture opened again (migrating). The old row then has
+ * no links and keeps its boost; a new one has its links. */
+void coll_fx_check_links_migration(coll_fixture_t *fx,
+                                   void (*to_schema_4)(coll_fixture_t *fx));
 
 /* Begins a snapshot with |trigger| (reason "r", origin "o"), writes |bytes|
  * bytes from |seed| in pieces, and finishes it with the hosts named in

@@ -116,11 +116,13 @@ static void lifecycle_a_host_cut_short_keeps_its_data(void **state) {
   assert_string_equal(h[0].name, COLL_FX_PARTIAL_NAME);
   assert_string_equal(h[0].problems, COLL_FX_PARTIAL_PROBLEMS);
   assert_string_equal(h[0].boost, COLL_FX_PARTIAL_BOOST);
+  assert_string_equal(h[0].links, COLL_FX_PARTIAL_LINKS);
   assert_string_equal(tg_coll_host_outcome_name(h[0].outcome), "partial");
   assert_int_equal(h[1].outcome, TG_COLL_HOST_FAILED);
   assert_string_equal(h[1].name, "");
   assert_string_equal(h[1].problems, "");
   assert_string_equal(h[1].boost, "");
+  assert_string_equal(h[1].links, "");
   int fd;
   assert_int_equal(tg_coll_store_open_file(fx->store, id, &fd), 0);
   close(fd);

@@ -258,6 +258,22 @@ static void recovery_moves_schema_1_to_2_keeping_rows(void **state) {
   assert_string_equal(h[0].name, COLL_FX_PARTIAL_NAME);
   assert_string_equal(h[0].problems, COLL_FX_PARTIAL_PROBLEMS);
   assert_string_equal(h[0].boost, COLL_FX_PARTIAL_BOOST);
+  assert_string_equal(h[0].links, COLL_FX_PARTIAL_LINKS);
+}
+
+static void drop_links_sqlite(coll_fixture_t *fx) {
+  set_pragma(fx, "BEGIN;"
+                 "ALTER TABLE snapshot_hosts DROP COLUMN links;"
+                 "PRAGMA user_version = 4;"
+                 "COMMIT;");
+}
+
+/* A catalog of schema 4 (no links column) moves to 5 at open: its host
+ * rows kept with no links, a new one taken with them. */
+static void recovery_moves_schema_4_to_5_adding_links(void **state) {
+  coll_fixture_t *fx = *state;
+  assert_int_equal(coll_fixture_open(fx), 0);
+  coll_fx_check_links_migration(fx, drop_links_sqlite);
 }
 
 static void recovery_migrates_an_empty_catalog_once(void **state) {
@@ -334,6 +350,8 @@ int main(void) {
           recovery_refuses_a_newer_schema_or_a_foreign_database, coll_setup,
           coll_teardown),
       cmocka_unit_test_setup_teardown(recovery_migrates_an_empty_catalog_once,
+                                      coll_setup, coll_teardown),
+      cmocka_unit_test_setup_teardown(recovery_moves_schema_4_to_5_adding_links,
                                       coll_setup, coll_teardown),
       cmocka_unit_test_setup_teardown(recovery_moves_schema_1_to_2_keeping_rows,
                                       coll_setup, coll_teardown),

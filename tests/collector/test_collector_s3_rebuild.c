@@ -163,6 +163,12 @@ static void rebuilt_catalog_serves_the_same_snapshots(bool pg,
     get_snapshot(&c, ids[i], fleet_in_dir(before[i]));
   }
   assert_json(fleet_in_dir(before[1]), "snapshot.pinned", "true");
+  /* Each host row has its links (the merge's flows), which the sidecar
+   * carries, the pinned one's rewritten sidecar too. */
+  for (size_t i = 0; i < N; i++) {
+    assert_json(fleet_in_dir(before[i]), "hosts.0.links.mode", "\"joined\"");
+    assert_json(fleet_in_dir(before[i]), "snapshot.links.flows_across", "0");
+  }
   collector_stop(&c);
 
   /* Symbols beside the first (symbolize's objects; empty: a snapshot

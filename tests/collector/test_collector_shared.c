@@ -480,7 +480,7 @@ static void pg_schema_is_created_once_and_versioned(void **state) {
   psql(fx->conninfo,
        "DO $$ BEGIN IF (SELECT count(*) FROM schema_version) <> 1 OR"
        " (SELECT version FROM schema_version"
-       "  WHERE component = 'tracegate-collector') <> 4"
+       "  WHERE component = 'tracegate-collector') <> 5"
        " THEN RAISE EXCEPTION 'schema_version'; END IF; END $$");
 }
 
@@ -498,7 +498,7 @@ static void pg_schema_1_moves_to_2_keeping_rows(void **state) {
        "ALTER TABLE snapshot_hosts ADD CONSTRAINT snapshot_hosts_outcome_check"
        " CHECK (outcome IN (0, 1));"
        "ALTER TABLE snapshot_hosts DROP COLUMN name, DROP COLUMN problems,"
-       " DROP COLUMN boost;"
+       " DROP COLUMN boost, DROP COLUMN links;"
        "UPDATE schema_version SET version = 1;"
        "INSERT INTO snapshots (member, state, started_ms, trigger, reason,"
        " origin) VALUES (0, 1, 1, 't', '', '');"
@@ -508,12 +508,28 @@ static void pg_schema_1_moves_to_2_keeping_rows(void **state) {
   tg_coll_catalog_close(cat);
   psql(fx->conninfo,
        "DO $$ BEGIN IF (SELECT version FROM schema_version"
-       "  WHERE component = 'tracegate-collector') <> 4 OR"
+       "  WHERE component = 'tracegate-collector') <> 5 OR"
        " (SELECT count(*) FROM snapshot_hosts WHERE host = 'old'"
-       "  AND name = '' AND problems = '' AND boost = '') <> 1"
-       " THEN RAISE EXCEPTION 'migration'; END IF; END $$;"
+       "  AND name = '' AND problems = '' AND boost = '' AND links = '')"
+       " <> 1 THEN RAISE EXCEPTION 'migration'; END IF; END $$;"
        "INSERT INTO snapshot_hosts SELECT id, 'new', 2, '', 0, 0, 0, 0, 0,"
-       " 'a name', '[]', '{}' FROM snapshots;");
+       " 'a name', '[]', '{}', '{}' FROM snapshots;");
+}
+
+static void drop_links_pg(coll_fixture_t *fx) {
+  psql(fx->conninfo, "ALTER TABLE snapshot_hosts DROP COLUMN links;"
+                     "UPDATE schema_version SET version = 4;");
+}
+
+/* A catalog of schema 4 (no links) moves to 5 at open: its host rows
+ * kept with none, a new snapshot's host then read back with its links. */
+static void pg_schema_4_moves_to_5_adding_links(void **state) {
+  coll_fixture_t *fx = coll_fx(state);
+  coll_fx_check_links_migration(fx, drop_links_pg);
+  psql(fx->conninfo,
+       "DO $$ BEGIN IF (SELECT version FROM schema_version"
+       "  WHERE component = 'tracegate-collector') <> 5"
+       " THEN RAISE EXCEPTION 'schema_version'; END IF; END $$");
 }
 
 static void pg_schema_newer_or_foreign_is_refused(void **state) {
@@ -524,7 +540,7 @@ static void pg_schema_newer_or_foreign_is_refused(void **state) {
   psql(fx->conninfo, "UPDATE schema_version SET version = 99");
   assert_int_equal(tg_coll_catalog_pg_open(fx->conninfo, 0, &cat),
                    TG_ENOT_SUPPORTED);
-  psql(fx->conninfo, "UPDATE schema_version SET version = 4");
+  psql(fx->conninfo, "UPDATE schema_version SET version = 5");
   assert_int_equal(tg_coll_catalog_pg_open(fx->conninfo, 0, &cat), 0);
   tg_coll_catalog_close(cat);
 
@@ -626,6 +642,8 @@ int main(void) {
                                       coll_pg_setup, coll_teardown),
       cmocka_unit_test_setup_teardown(pg_schema_1_moves_to_2_keeping_rows,
                                       coll_pg_setup, coll_teardown),
+      cmocka_unit_test_setup_teardown(pg_schema_4_moves_to_5_adding_links,
+                                      coll_pg_setup_open, coll_teardown),
       cmocka_unit_test(pg_malformed_uri_never_logs_its_password),
       cmocka_unit_test_setup_teardown(pg_unreachable_server_fails_cleanly,
                                       coll_pg_setup, coll_teardown),

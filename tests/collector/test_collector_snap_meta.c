@@ -22,7 +22,8 @@ static const tg_coll_host_result_t hosts[] = {
      .window_last_ms = 20},
     {.host = "beta:7000", .outcome = TG_COLL_HOST_FAILED, .error = "gone",
      .problems = "[]", .loss = 3,
-     .boost = "{\"state\":\"failed\",\"reason\":\"timeout\"}"},
+     .boost = "{\"state\":\"failed\",\"reason\":\"timeout\"}",
+     .links = "{\"mode\":\"joined\",\"flows_unmatched\":4}"},
 };
 
 /* The sidecar of a PARTIAL snapshot 0x2a. */
@@ -72,6 +73,9 @@ static void meta_made_parses_back(void **state) {
   assert_string_equal(m.hosts[0].boost, "");
   assert_string_equal(m.hosts[1].boost,
                       "{\"state\":\"failed\",\"reason\":\"timeout\"}");
+  assert_string_equal(m.hosts[0].links, "");
+  assert_string_equal(m.hosts[1].links,
+                      "{\"mode\":\"joined\",\"flows_unmatched\":4}");
   tg_coll_meta_free(&m);
   tg_coll_meta_free(&m); /* idempotent */
   free(text);
@@ -128,6 +132,7 @@ static void meta_edited_is_refused_naming_the_field(void **state) {
   refused("\"trigger\":\"oom\"", "\"trigger\":\"\"", "trigger");
   refused("\"started_ms\":42", "\"started_ms\":4.2", "started_ms");
   refused("\"outcome\":\"ok\"", "\"outcome\":\"fine\"", "hosts[0].outcome");
+  refused("\"links\":\"\"", "\"links\":7", "hosts[0].links");
   refused("\"host\":\"alpha:7000\"", "\"host\":7", "hosts[0].host");
   refused("\"hosts\":[", "\"hosts\":7,\"x\":[", "hosts");
   refused("\"index\":true", "\"index\":true,\"index\":false", "JSON");
@@ -139,6 +144,31 @@ static void meta_edited_is_refused_naming_the_field(void **state) {
   char to[1200];
   snprintf(to, sizeof to, "\"reason\":\"%s\"", big);
   refused("\"reason\":\"why \\\"quoted\\\"\"", to, "reason");
+}
+
+/* A sidecar of an older collector has no boost nor links: none. */
+static void meta_of_an_older_collector_has_no_links(void **state) {
+  (void)state;
+  size_t len;
+  char *text = made(&len);
+  static const char *const keys[] = {"\"boost\":\"\",", "\"links\":\"\","};
+  for (size_t k = 0; k < 2; k++) {
+    char *at = strstr(text, keys[k]);
+    assert_non_null(at);
+    size_t cut = strlen(keys[k]);
+    memmove(at, at + cut, strlen(at + cut) + 1);
+    len -= cut;
+  }
+  assert_null(strstr(text, "\"links\":\"\""));
+  tg_coll_meta_t m;
+  char why[256];
+  assert_int_equal(tg_coll_meta_parse(text, len, &m, why, sizeof why), 0);
+  assert_string_equal(m.hosts[0].boost, "");
+  assert_string_equal(m.hosts[0].links, "");
+  assert_string_equal(m.hosts[1].links,
+                      "{\"mode\":\"joined\",\"flows_unmatched\":4}");
+  tg_coll_meta_free(&m);
+  free(text);
 }
 
 static void meta_over_the_cap_or_not_json_is_refused(void **state) {
@@ -161,6 +191,7 @@ int main(void) {
       cmocka_unit_test(meta_of_a_failed_row_is_not_made),
       cmocka_unit_test(meta_edited_is_refused_naming_the_field),
       cmocka_unit_test(meta_over_the_cap_or_not_json_is_refused),
+      cmocka_unit_test(meta_of_an_older_collector_has_no_links),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -382,3 +382,51 @@ void fleet_wait_read_through(tg_fault_proxy_t *px, uint64_t base, uint64_t n) {
   uint64_t now = tg_fault_proxy_down_bytes(px);
   assert_int_equal(tg_fault_proxy_wait_down_bytes(px, now + 300, FLEET_WAIT_MS), 0);
 }
+
+/* --- an app on a host ------------------------------------------------------------------ */
+
+pid_t fleet_emit_start(const char *emit, const fleet_host_t *h, int i,
+                       const char *const *mode_args, unsigned *port) {
+  char log[64];
+  snprintf(log, sizeof(log), "emit%d.log", i);
+  int fd = open(fleet_in_dir(log), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                0644);
+  assert_true(fd >= 0);
+  int ready[2] = {-1, -1};
+  char ready_fd[16] = "";
+  if (port) {
+    assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
+    snprintf(ready_fd, sizeof(ready_fd), "%d", ready[1]);
+  }
+  const char *argv[20] = {emit, "--socket", h->ts.producer_sock, "--log-level",
+                          "warn"};
+  size_t n = 5;
+  for (size_t k = 0; mode_args[k] && n + 3 < 20; k++) argv[n++] = mode_args[k];
+  if (port) {
+    argv[n++] = "--ready-fd";
+    argv[n++] = ready_fd;
+  }
+  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
+  s.path = emit;
+  s.argv = argv;
+  s.stdin_fd = TG_TEST_FD_DEVNULL;
+  s.stdout_fd = TG_TEST_FD_DEVNULL;
+  s.stderr_fd = fd;
+  s.keep_fd = port ? ready[1] : -1;
+  pid_t pid = tg_test_spawn(&s);
+  close(fd);
+  assert_true(pid > 0);
+  if (port) {
+    close(ready[1]);
+    char line[64] = "";
+    size_t got = 0;
+    ssize_t r;
+    while (got + 1 < sizeof(line) &&
+           (r = read(ready[0], line + got, sizeof(line) - 1 - got)) > 0)
+      got += (size_t)r;
+    close(ready[0]);
+    line[got] = 0;
+    assert_int_equal(sscanf(line, "ready %u", port), 1);
+  }
+  return pid;
+}

@@ -189,6 +189,16 @@ void fleet_cli_read_notice(fleet_cli_t *c, tg_notice_t n, char *line,
  * fails the test. */
 int fleet_cli_wait(fleet_cli_t *c);
 
+/* --- an app on a host ------------------------------------------------------------------ */
+
+/* tracegate-emit (|emit|: its path) on |h| with |mode_args|
+ * (NULL-terminated, at most 12), its stderr into emit<i>.log of the fleet
+ * directory. With |port|, an rpc server (--rpc-server): back once its
+ * "ready PORT" line gave *|port|. Returns its pid (stop it with
+ * tg_test_stop). */
+pid_t fleet_emit_start(const char *emit, const fleet_host_t *h, int i,
+                       const char *const *mode_args, unsigned *port);
+
 /* --- waits -------------------------------------------------------------------------- */
 
 /* Waits until the file |path| (a daemon's log: it has no other way to say

@@ -260,8 +260,12 @@ static void flows_are_counted(void **state) {
   tg_merge_links_end(&fx->m, HOSTS, host_at, fx);
   assert_int_equal(fx->hosts[0].flows_unmatched, 1); /* 12 */
   assert_int_equal(fx->hosts[1].flows_unmatched, 1); /* 13 */
+  /* 11, on the host that started it. */
+  assert_int_equal(fx->hosts[0].flows_across, 1);
+  assert_int_equal(fx->hosts[1].flows_across, 0);
   tg_merge_links_end(&fx->m, HOSTS, host_at, fx); /* once */
   assert_int_equal(fx->hosts[0].flows_unmatched, 1);
+  assert_int_equal(fx->hosts[0].flows_across, 1);
 }
 
 /* MACHINES: the app packets keep their host's machine, as before. */
@@ -355,6 +359,7 @@ static void trace_processor_joins_flows_across_hosts(void **state) {
   }
   assert_int_equal(fx->hosts[0].flows_started, REQUESTS);
   assert_int_equal(fx->hosts[1].flows_terminated, REQUESTS);
+  assert_int_equal(fx->hosts[0].flows_across, REQUESTS);
   char out[512];
   assert_true(tp_last_line(
       fx,

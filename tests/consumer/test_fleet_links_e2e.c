@@ -10,7 +10,6 @@
  * beginning before its client's once the file is re-clocked by its requests
  * (reclock.h, on by default: the summary's clock_from_requests), and with
  * --app-tracks=machines it joins none. */
-#include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -28,55 +27,6 @@
 
 #define CALLS 300 /* per session, at 200 a second */
 
-/* tracegate-emit on |h| with |mode_args| (NULL-terminated, at most 6);
- * its stderr into emit<i>.log. With |ready|, its "ready PORT" line's
- * port (an rpc server). */
-static pid_t emit_start(const fleet_host_t *h, int i,
-                        const char *const *mode_args, unsigned *port) {
-  char log[64];
-  snprintf(log, sizeof(log), "emit%d.log", i);
-  int fd = open(fleet_in_dir(log), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-                0644);
-  assert_true(fd >= 0);
-  int ready[2] = {-1, -1};
-  char ready_fd[16] = "";
-  if (port) {
-    assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
-    snprintf(ready_fd, sizeof(ready_fd), "%d", ready[1]);
-  }
-  const char *argv[16] = {TRACEGATE_EMIT_PATH, "--socket", h->ts.producer_sock,
-                          "--log-level", "warn"};
-  size_t n = 5;
-  for (size_t k = 0; mode_args[k]; k++) argv[n++] = mode_args[k];
-  if (port) {
-    argv[n++] = "--ready-fd";
-    argv[n++] = ready_fd;
-  }
-  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
-  s.path = TRACEGATE_EMIT_PATH;
-  s.argv = argv;
-  s.stdin_fd = TG_TEST_FD_DEVNULL;
-  s.stdout_fd = TG_TEST_FD_DEVNULL;
-  s.stderr_fd = fd;
-  s.keep_fd = port ? ready[1] : -1;
-  pid_t pid = tg_test_spawn(&s);
-  close(fd);
-  assert_true(pid > 0);
-  if (port) {
-    close(ready[1]);
-    char line[64] = "";
-    size_t got = 0;
-    ssize_t r;
-    while (got + 1 < sizeof(line) &&
-           (r = read(ready[0], line + got, sizeof(line) - 1 - got)) > 0)
-      got += (size_t)r;
-    close(ready[0]);
-    line[got] = 0;
-    assert_int_equal(sscanf(line, "ready %u", port), 1);
-  }
-  return pid;
-}
-
 /* One recording of |hs| with the emitters running, in |mode| (NULL: the
  * default); the merged file at |out|, the summary at |sum|. */
 static void record_requests(fleet_host_t *hs, const char *mode,
@@ -84,13 +34,15 @@ static void record_requests(fleet_host_t *hs, const char *mode,
   unsigned port = 0;
   const char *server_args[] = {"--name", "rpc-server", "--rpc-server", "0",
                                NULL};
-  pid_t server = emit_start(&hs[0], 0, server_args, &port);
+  pid_t server =
+      fleet_emit_start(TRACEGATE_EMIT_PATH, &hs[0], 0, server_args, &port);
   char target[64], count[16];
   snprintf(target, sizeof(target), "127.0.0.1:%u", port);
   snprintf(count, sizeof(count), "%d", CALLS);
   const char *client_args[] = {"--name", "rpc-client", "--rpc-client", target,
                                "--rate", "200", "--count", count, NULL};
-  pid_t client = emit_start(&hs[1], 1, client_args, NULL);
+  pid_t client =
+      fleet_emit_start(TRACEGATE_EMIT_PATH, &hs[1], 1, client_args, NULL);
   char app[64];
   snprintf(app, sizeof(app), "--app-tracks=%s", mode ? mode : "");
   const char *args[] = {"record", "-H", hs[0].spec, "-H", hs[1].spec,

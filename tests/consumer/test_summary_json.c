@@ -55,7 +55,8 @@ static void hostile_text_comes_back_as_it_was(void **state) {
                      "why \"%s\"", "x\xfe");
   const cli_summary_links_t links = {.mode = "joined", .joined = 7,
                                      .uuid = 2, .flows_started = 5,
-                                     .flows_unmatched = 1};
+                                     .flows_unmatched = 1,
+                                     .flows_across = 2};
   cli_summary_host_t h[2] = {
       {.host = "h\"1\\:1", .name = "db \xff", .ok = false, .reason = "bad \xff\xfe\n\"bytes\"",
        .failure = "link_lost",
@@ -99,6 +100,7 @@ static void hostile_text_comes_back_as_it_was(void **state) {
   assert_json(path, "hosts.0.links.uuid", "2");
   assert_json(path, "hosts.0.links.flows_started", "5");
   assert_json(path, "hosts.0.links.flows_unmatched", "1");
+  assert_json(path, "hosts.0.links.flows_across", "2");
   assert_json(path, "hosts.0.links.refused", "0");
   assert_json(path, "hosts.1.links", "null");
   assert_json(path, "hosts.0.problems.0.kind", "\"data_source\"");

@@ -134,6 +134,26 @@ function boostText(b) {
                ? ', room again ' + span(b.refill_in_ms) + ' after the trigger' : '');
   return String(b.state);
 }
+// A host's requests (its row's `links`: the merge's flows), or the
+// snapshot's summed: how many it started and ended, and the ends whose
+// other end is not in the snapshot; '' without them (an older row).
+function requestsText(l) {
+  if (typeof l !== 'object' || l === null) return '';
+  return l.flows_started + ' started, ' + l.flows_terminated + ' ended, ' +
+         l.flows_unmatched + ' unmatched';
+}
+// Into a host's cell: the requests, the counts also in data-across and
+// data-unmatched (for tests and styles).
+function requestsInto(td, l) {
+  const t = requestsText(l);
+  if (!t) return;
+  td.textContent = t;
+  td.dataset.across = String(l.flows_across);
+  td.dataset.unmatched = String(l.flows_unmatched);
+  td.title = l.flows_across + ' of them across hosts (started here, ended ' +
+             'on another host); ' + l.mode + ' app tracks';
+  if (l.flows_unmatched) td.classList.add('unmatched');
+}
 // Into a host's cell: the boost cut to one line, its state, reason and
 // code also in the cell's data-boost, data-reason and data-code.
 function boostInto(td, b, key) {
@@ -400,18 +420,26 @@ function detailInto(td, d) {
           (s.crc32 >>> 0).toString(16).padStart(8, '0'));
   }
   dlRow(dl, 'loss', s.loss);
+  if (s.links) {
+    const r = el('span', 'requests', s.links.flows_across + ' across hosts (' +
+                 requestsText(s.links) + ')');
+    r.dataset.across = String(s.links.flows_across);
+    r.dataset.unmatched = String(s.links.flows_unmatched);
+    dlRow(dl, 'requests', r);
+  }
   dlRow(dl, 'symbols', symbolsNode(d.symbols, 'sym:' + s.id));
   td.appendChild(dl);
   const hosts = Array.isArray(d.hosts) ? d.hosts : [];
   if (!hosts.length) { td.appendChild(el('p', 'note', 'no host rows')); return; }
   const t = el('table', 'snap-hosts');
   const cg = el('colgroup');
-  for (const c of ['d-host', 'd-outcome', '', 'd-n', 'd-n', 'd-n', 'd-window', 'd-boost', 'd-trace'])
+  for (const c of ['d-host', 'd-outcome', '', 'd-n', 'd-n', 'd-n', 'd-window', 'd-req', 'd-boost',
+                   'd-trace'])
     cg.appendChild(el('col', c));
   t.appendChild(cg);
   const head = el('tr');
   for (const [h, c] of [['host'], ['outcome'], ['error, problems'], ['size', 'n'], ['packets', 'n'],
-                        ['loss', 'n'], ['window'], ['perf boost'], ['trace']])
+                        ['loss', 'n'], ['window'], ['requests'], ['perf boost'], ['trace']])
     head.appendChild(el('th', c, h));
   t.appendChild(el('thead')).appendChild(head);
   const body = t.appendChild(el('tbody'));
@@ -433,6 +461,7 @@ function detailInto(td, d) {
     if (h.window_first_ms)
       w.title = new Date(h.window_first_ms).toISOString() + ' .. ' +
                 new Date(h.window_last_ms).toISOString();
+    requestsInto(cell(tr, null, 'requests'), h.links);
     boostInto(cell(tr, null, 'boost'), h.boost, 'hb:' + s.id + ':' + h.host);
     const tc = cell(tr, null);
     if (data && (s.state === 'complete' || s.state === 'partial')) {

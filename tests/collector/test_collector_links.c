@@ -1,0 +1,230 @@
+/* A snapshot's requests across hosts, end to end: two hosts of the fleet
+ * harness (tracegated and a relay each), a tracegate-emit answering
+ * requests on host 0 (--rpc-server) and one calling it from host 1
+ * (--rpc-client), and the collector as a child in its default (joined)
+ * app-track mode.
+ *
+ * What is asserted, through GET /api/v1/snapshots/ID and /metrics:
+ * - with both hosts in the inventory, each host row carries its links
+ *   (docs/collector.md): the client's calls matched on the server are
+ *   its flows_across, its started ones are those and its unmatched, the
+ *   server's ended ones are the same calls and its own unmatched; the
+ *   snapshot's links sum them, and the counters of /metrics are the
+ *   snapshot's;
+ * - with the server's host left out of the inventory, every call of the
+ *   client is an end without the other: counted in its row's links, its
+ *   problems carry a "links" entry ([TG-5063]) with the count, and the
+ *   host stays ok (not partial), the snapshot complete.
+ * In both, a host has the links problem exactly when it has unmatched
+ * ends.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "coll_e2e.h"
+#include "fleet_harness.h"
+#include "test_proc.h"
+
+#ifndef TRACEGATE_EMIT_PATH
+#error "TRACEGATE_EMIT_PATH must name the tracegate-emit binary"
+#endif
+
+/* Problems of a host row looked at for the links entry, at most. */
+#define PROBLEMS_SEEN 8
+
+static int group_setup(void **state) {
+  (void)state;
+  return fleet_dir_create("clinks");
+}
+
+/* The server on h[0], the client on h[1] calling it, 200 a second. */
+static void emitters_start(const fleet_host_t h[2], pid_t emit[2]) {
+  unsigned port = 0;
+  const char *server_args[] = {"--name", "rpc-server", "--rpc-server", "0",
+                               NULL};
+  emit[0] =
+      fleet_emit_start(TRACEGATE_EMIT_PATH, &h[0], 0, server_args, &port);
+  char target[64];
+  snprintf(target, sizeof(target), "127.0.0.1:%u", port);
+  const char *client_args[] = {"--name",  "rpc-client", "--rpc-client",
+                               target,    "--rate",     "200",
+                               "--count", "1000000",    NULL};
+  emit[1] =
+      fleet_emit_start(TRACEGATE_EMIT_PATH, &h[1], 1, client_args, NULL);
+}
+
+/* Both hosts up and their emitters; the collector traces the first |n|
+ * hosts of |inv| (its flight config: track_event in a ring). */
+static void links_fleet_up(fleet_host_t h[2], collector_t *c, pid_t emit[2],
+                           fleet_host_t *inv, size_t n) {
+  for (size_t i = 0; i < 2; i++) {
+    char log[64];
+    snprintf(log, sizeof(log), "relay%zu.log", i);
+    fleet_host_start(&h[i], fleet_in_dir(log), NULL);
+  }
+  emitters_start(h, emit);
+  write_config(inv, n, "operator_snapshots_per_minute = 600\n");
+  FILE *f = fopen(fleet_in_dir("flight.pbtxt"), "w");
+  assert_non_null(f);
+  fprintf(f, "buffers { size_kb: 2048 fill_policy: RING_BUFFER }\n"
+             "data_sources { config { name: \"track_event\" } }\n");
+  assert_int_equal(fclose(f), 0);
+  collector_start(c);
+  wait_hosts(c, n, "tracing");
+  /* Calls made while every ring traces. */
+  usleep(2000 * 1000);
+}
+
+static void links_fleet_down(fleet_host_t h[2], collector_t *c,
+                             pid_t emit[2]) {
+  for (size_t i = 0; i < 2; i++)
+    assert_int_equal(tg_test_stop(emit[i], SIGTERM, FLEET_WAIT_MS), 0);
+  collector_stop(c);
+  for (size_t i = 0; i < 2; i++) fleet_host_stop(&h[i]);
+}
+
+/* Host row |row|'s links count |field| in the snapshot answer |json|. */
+static long long row_link(const char *json, size_t row, const char *field) {
+  char key[96];
+  snprintf(key, sizeof(key), "hosts.%zu.links.%s", row, field);
+  const char *v = tg_test_json(json, key);
+  if (!v) fail_msg("%s: no %s", json, key);
+  return atoll(v);
+}
+
+/* The index of host row |row|'s links problem ([TG-5063]) among its
+ * problems, or -1 for none. */
+static int links_problem(const char *json, size_t row) {
+  char key[96];
+  snprintf(key, sizeof(key), "hosts.%zu.problems", row);
+  const char *all = tg_test_json(json, key);
+  assert_non_null(all);
+  /* Read one by one only when it is there: past the end is an error. */
+  if (!strstr(all, "\"TG-5063\"")) return -1;
+  for (int k = 0; k < PROBLEMS_SEEN; k++) {
+    snprintf(key, sizeof(key), "hosts.%zu.problems.%d.code", row, k);
+    const char *v = tg_test_json(json, key);
+    if (v && !strcmp(v, "\"TG-5063\"")) return k;
+  }
+  return -1;
+}
+
+/* The links problem is there exactly when the row has unmatched ends,
+ * with the row's count. */
+static void assert_problem_iff_unmatched(const char *json, size_t row) {
+  long long unmatched = row_link(json, row, "flows_unmatched");
+  int k = links_problem(json, row);
+  assert_int_equal(k >= 0, unmatched > 0);
+  if (k < 0) return;
+  char key[96];
+  snprintf(key, sizeof(key), "hosts.%zu.problems.%d.kind", row, k);
+  assert_json(json, key, "\"links\"");
+  snprintf(key, sizeof(key), "hosts.%zu.problems.%d.flows_unmatched", row, k);
+  const char *v = tg_test_json(json, key);
+  assert_non_null(v);
+  assert_int_equal(atoll(v), unmatched);
+}
+
+/* The snapshot's links count |field| in |json|. */
+static long long total(const char *json, const char *field) {
+  char key[96];
+  snprintf(key, sizeof(key), "snapshot.links.%s", field);
+  const char *v = tg_test_json(json, key);
+  if (!v) fail_msg("%s: no %s", json, key);
+  return atoll(v);
+}
+
+/* /metrics holds |name| with |value|. */
+static void wait_counter(const collector_t *c, const char *name,
+                         long long value) {
+  char line[160];
+  snprintf(line, sizeof(line), "%s %lld\n", name, value);
+  wait_metric(c, line, fleet_in_dir("metrics.txt"));
+}
+
+static void requests_across_hosts_are_counted_per_host(void **state) {
+  (void)state;
+  fleet_host_t h[2];
+  collector_t c;
+  pid_t emit[2];
+  links_fleet_up(h, &c, emit, h, 2);
+  const char *json = fleet_in_dir("across.json");
+  snapshot(&c, h, 0, json);
+  assert_json(json, "snapshot.state", "\"complete\"");
+  size_t server = snapshot_host_row(json, h[0].spec, 2);
+  size_t client = snapshot_host_row(json, h[1].spec, 2);
+  assert_json(json, "hosts.0.links.mode", "\"joined\"");
+  assert_json(json, "hosts.1.links.mode", "\"joined\"");
+  long long across = row_link(json, client, "flows_across");
+  fprintf(stderr, "client: %lld started, %lld across, %lld unmatched; "
+                  "server: %lld ended, %lld unmatched\n",
+          row_link(json, client, "flows_started"), across,
+          row_link(json, client, "flows_unmatched"),
+          row_link(json, server, "flows_terminated"),
+          row_link(json, server, "flows_unmatched"));
+  assert_true(across > 0);
+  assert_true(row_link(json, client, "joined") > 0);
+  /* Each call is one flow id: started on the client, ended on the
+   * server, counted across once, on the client. */
+  assert_int_equal(row_link(json, client, "flows_unfollowed"), 0);
+  assert_int_equal(row_link(json, client, "flows_started"),
+                   across + row_link(json, client, "flows_unmatched"));
+  assert_int_equal(row_link(json, client, "flows_terminated"), 0);
+  assert_int_equal(row_link(json, server, "flows_started"), 0);
+  assert_int_equal(row_link(json, server, "flows_across"), 0);
+  assert_int_equal(row_link(json, server, "flows_terminated"),
+                   across + row_link(json, server, "flows_unmatched"));
+  assert_int_equal(total(json, "flows_across"), across);
+  assert_int_equal(total(json, "flows_unmatched"),
+                   row_link(json, client, "flows_unmatched") +
+                       row_link(json, server, "flows_unmatched"));
+  for (size_t i = 0; i < 2; i++) assert_problem_iff_unmatched(json, i);
+  /* The collector's first snapshot: its counters are this one's. */
+  wait_counter(&c, "tracegate_collector_flows_across_hosts_total", across);
+  wait_counter(&c, "tracegate_collector_flow_ends_unmatched_total",
+               total(json, "flows_unmatched"));
+  links_fleet_down(h, &c, emit);
+}
+
+static void calls_to_a_host_not_in_the_snapshot_are_unmatched(void **state) {
+  (void)state;
+  fleet_host_t h[2];
+  collector_t c;
+  pid_t emit[2];
+  /* Only the client's host: its server answers, untraced. */
+  links_fleet_up(h, &c, emit, &h[1], 1);
+  const char *json = fleet_in_dir("unmatched.json");
+  snapshot(&c, &h[1], 0, json);
+  assert_json(json, "snapshot.state", "\"complete\"");
+  assert_json(json, "hosts.0.outcome", "\"ok\"");
+  assert_json(json, "hosts.0.loss", "0");
+  long long started = row_link(json, 0, "flows_started");
+  fprintf(stderr, "client: %lld started\n", started);
+  assert_true(started > 0);
+  assert_int_equal(row_link(json, 0, "flows_unmatched"), started);
+  assert_int_equal(row_link(json, 0, "flows_across"), 0);
+  assert_int_equal(total(json, "flows_across"), 0);
+  assert_int_equal(total(json, "flows_unmatched"), started);
+  assert_true(links_problem(json, 0) >= 0);
+  assert_problem_iff_unmatched(json, 0);
+  wait_counter(&c, "tracegate_collector_flow_ends_unmatched_total", started);
+  links_fleet_down(h, &c, emit);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      FLEET_TEST(requests_across_hosts_are_counted_per_host),
+      FLEET_TEST(calls_to_a_host_not_in_the_snapshot_are_unmatched),
+  };
+  return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
+}
