@@ -292,6 +292,7 @@ static void summary_links(const fleet_t *f, const tg_merge_host_t *mh,
   l->joined = mh->joined;
   l->early = mh->joined_early;
   l->unclocked = mh->joined_unclocked;
+  l->shared = mh->joined_shared;
   l->refused = mh->joined_refused;
   l->clock = mh->joined_clock;
   l->pids = mh->joined_pids;

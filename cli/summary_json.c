@@ -32,9 +32,11 @@ static json_t *loss_json(const cli_loss_t *loss) {
 static json_t *links_json(const cli_summary_links_t *l) {
   if (!l) return json_null();
   return json_pack(
-      "{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+      "{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, "
+      "s:o}",
       "mode", l->mode, "joined", tg_json_u64(l->joined), "early",
       tg_json_u64(l->early), "unclocked", tg_json_u64(l->unclocked),
+      "shared", tg_json_u64(l->shared),
       "refused", tg_json_u64(l->refused), "clock", tg_json_u64(l->clock),
       "pids", tg_json_u64(l->pids), "uuid", tg_json_u64(l->uuid),
       "flows_started", tg_json_u64(l->flows_started), "flows_terminated",

@@ -24,7 +24,7 @@
  * tg_merge_host_t's joined_ and flows_ counters). */
 typedef struct cli_summary_links {
   const char *mode; /* "joined" or "machines" */
-  uint64_t joined, early, unclocked, refused, clock, pids, uuid;
+  uint64_t joined, early, unclocked, shared, refused, clock, pids, uuid;
   uint64_t flows_started, flows_terminated, flows_unmatched,
       flows_unfollowed, flows_across;
 } cli_summary_links_t;

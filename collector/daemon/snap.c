@@ -673,16 +673,18 @@ static void snap_links_end(coll_snap_t *s) {
     json_decref(o);
     uint64_t left = tg_merge_joined_left_out(mh);
     if (!left && !mh->flows_unmatched && !mh->flows_unfollowed &&
-        !mh->joined_unclocked)
+        !mh->joined_unclocked && !mh->joined_shared)
       continue;
     TG_INFO("snapshot %016" PRIx64 ": host %s: app tracks: %" PRIu64
             " packets on the collector's machine, %" PRIu64 " kept on the "
-            "host's for want of a clock estimate, %" PRIu64 " left out "
+            "host's for want of a clock estimate, %" PRIu64 " kept there as "
+            "another host has their tracks, %" PRIu64 " left out "
             "(fields %" PRIu64 ", clocks %" PRIu64 ", pids %" PRIu64
             ", track uuids %" PRIu64 "); flows %" PRIu64 " started, %" PRIu64
             " ended, %" PRIu64 " ended by another host, %" PRIu64 " ends "
             "without the other, %" PRIu64 " not followed",
-            s->id, sh->h->t.spec, mh->joined, mh->joined_unclocked, left,
+            s->id, sh->h->t.spec, mh->joined, mh->joined_unclocked,
+            mh->joined_shared, left,
             mh->joined_refused, mh->joined_clock, mh->joined_pids,
             mh->joined_uuid, mh->flows_started, mh->flows_terminated,
             mh->flows_across, mh->flows_unmatched, mh->flows_unfollowed);

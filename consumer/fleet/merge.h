@@ -219,6 +219,9 @@ typedef struct tg_merge_host {
    *   joined_unclocked: app packets kept on the host's machine as the
    *     host had no clock estimate when their sequence began (or the
    *     sequence is past TG_MERGE_HOST_MAX_STATE_SEQS followed ones);
+   *   joined_shared: app packets kept on the host's machine as their
+   *     sequence's first app packet named a track uuid another host had
+   *     named first (one machine listed twice in an inventory does);
    * and left out of a moved sequence:
    *   joined_refused: a field not allowed there (merge_links.c);
    *   joined_clock: a time on a clock the estimate does not cover;
@@ -231,7 +234,7 @@ typedef struct tg_merge_host {
    * file (unmatched), those past TG_MERGE_MAX_FLOWS (unfollowed), and the
    * flows the host started that another host ended (across: each flow
    * between two hosts counted once, on the host that started it). */
-  uint64_t joined, joined_early, joined_unclocked;
+  uint64_t joined, joined_early, joined_unclocked, joined_shared;
   uint64_t joined_refused, joined_clock, joined_pids, joined_uuid;
   uint64_t flows_started, flows_terminated, flows_unmatched,
       flows_unfollowed, flows_across;

@@ -74,7 +74,10 @@
 #define SEQ_NEEDS_INCREMENTAL_STATE 2u
 
 /* A host's sequence as the joined mode follows it (merge.h, jseqs). */
-enum { JSEQ_UNDECIDED, JSEQ_MOVED, JSEQ_STAYED };
+/* STAYED: on the host's machine as the host had no clock estimate;
+ * SHARED: there as its first app packet named a track another host had
+ * (the same machine twice in an inventory does so: not a loss). */
+enum { JSEQ_UNDECIDED, JSEQ_MOVED, JSEQ_STAYED, JSEQ_SHARED };
 typedef struct tg_merge_jseq {
   uint8_t state;
   bool m0_valid;       /* its incremental state, as machine 0 has it */
@@ -424,6 +427,10 @@ int tg__links_classify(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
     if (hints & TG__LINKS_HINT) mh->joined_unclocked++;
     return 1;
   }
+  if (q->state == JSEQ_SHARED) {
+    if (hints & TG__LINKS_HINT) mh->joined_shared++;
+    return 1;
+  }
   /* The common case of a host's other data: a sequence with no app
    * field yet, and none in this packet. */
   if (q->state == JSEQ_UNDECIDED && !(hints & TG__LINKS_HINT)) return 1;
@@ -440,6 +447,15 @@ int tg__links_classify(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
       mh->joined_unclocked++;
       return 1;
     }
+    /* Tracks another host named first: on machine 0 they would be that
+     * host's, so the whole sequence stays on its own machine, where
+     * nothing is lost. Only a sequence already moved loses a packet for
+     * a uuid (below). */
+    if (w.uuid) {
+      q->state = JSEQ_SHARED;
+      mh->joined_shared++;
+      return 1;
+    }
     q->state = JSEQ_MOVED;
     mh->joined_early += q->early;
     q->early = 0;
@@ -453,9 +469,20 @@ int tg__links_classify(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
     mh->joined_uuid++;
     return 0;
   }
+  /* Incremental state as machine 0 has it: the sequence's packets before
+   * it moved went to the host's machine, their clears with them. A
+   * packet that needs it while it is not valid there would be skipped by
+   * trace processor: a ring's edge, not a loss, whatever its time. */
+  cleared = cleared || (flags & 1u);
+  bool needs = (flags & SEQ_NEEDS_INCREMENTAL_STATE) && !exempt;
+  bool valid = cleared || (!dropped && q->m0_valid);
+  if (needs && !valid) {
+    q->m0_valid = false;
+    mh->joined_early++;
+    return 0;
+  }
   /* The packet's clock: its own, else its sequence's default after this
    * packet's clear and defaults (trace processor applies both first). */
-  cleared = cleared || (flags & 1u);
   uint32_t dflt = cleared ? 0 : q->clock;
   if (w.has_default) dflt = w.default_clock;
   uint32_t clk = w.has_clock_id ? w.clock_id : dflt;
@@ -485,9 +512,7 @@ int tg__links_classify(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
   v->default_clock = dflt;
   v->seq_clocks = w.seq_clocks;
   v->boot = w.boot;
-  v->cleared = cleared;
-  v->dropped = dropped;
-  v->needs = (flags & SEQ_NEEDS_INCREMENTAL_STATE) && !exempt;
+  v->m0_valid = valid;
   return 1;
 }
 
@@ -758,14 +783,7 @@ void tg_merge_links_end(tg_merge_t *m, size_t n,
 int tg__links_write(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
                     size_t n, uint32_t seq, const tg__links_t *v) {
   tg_merge_jseq_t *q = v->q;
-  /* Incremental state as machine 0 has it: the sequence's packets before
-   * it moved went to the host's machine, their clears with them. */
-  if (v->cleared) q->m0_valid = true;
-  else if (v->dropped) q->m0_valid = false;
-  if (v->needs && !q->m0_valid) {
-    mh->joined_early++;
-    return 0;
-  }
+  q->m0_valid = v->m0_valid;
   const uint8_t *body = p;
   size_t body_n = n;
   if (v->rewrite) {

@@ -46,7 +46,7 @@ typedef struct tg__links {
   bool has_ts;             /* a timestamp to append: ts */
   bool rewrite;            /* re-encoded (snapshot or descriptors) */
   bool set_default;        /* the sequence's default clock becomes clock */
-  bool cleared, dropped, needs;
+  bool m0_valid;           /* its sequence's state on machine 0 after it */
   uint64_t ts;
   uint32_t default_clock;
   uint64_t seq_clocks; /* clocks 64..127 its ClockSnapshot defines */

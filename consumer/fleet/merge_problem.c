@@ -108,11 +108,12 @@ json_t *tg_merge_left_out_json(const tg_merge_left_out_t *l) {
 
 json_t *tg_merge_links_json(tg_merge_app_tracks_t mode,
                             const tg_merge_host_t *mh) {
-  return json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "mode",
-                   tg_merge_app_tracks_name(mode), "joined",
+  return json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+                   "mode", tg_merge_app_tracks_name(mode), "joined",
                    tg_json_u64(mh->joined), "early",
                    tg_json_u64(mh->joined_early), "unclocked",
-                   tg_json_u64(mh->joined_unclocked), "flows_started",
+                   tg_json_u64(mh->joined_unclocked), "shared",
+                   tg_json_u64(mh->joined_shared), "flows_started",
                    tg_json_u64(mh->flows_started), "flows_terminated",
                    tg_json_u64(mh->flows_terminated), "flows_unmatched",
                    tg_json_u64(mh->flows_unmatched), "flows_unfollowed",

@@ -84,6 +84,7 @@ const char *tg_merge_left_out_line(const tg_merge_left_out_t *l, char *buf,
  * names those of `record --summary-json`'s hosts[].links):
  *
  *   {"mode": "joined", "joined": 5120, "early": 0, "unclocked": 0,
+ *    "shared": 0,
  *    "flows_started": 300, "flows_terminated": 0, "flows_unmatched": 2,
  *    "flows_unfollowed": 0, "flows_across": 298}
  *

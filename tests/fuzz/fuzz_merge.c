@@ -191,6 +191,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint64_t before = mh->malformed, edge = mh->state_edge,
              lost = mh->state_lost, unplaced = mh->clock_unplaced;
     uint64_t j_before = mh->joined + mh->joined_early + mh->joined_unclocked +
+                        mh->joined_shared +
                         mh->joined_refused + mh->joined_clock +
                         mh->joined_pids + mh->joined_uuid +
                         mh->flows_started + mh->flows_terminated;
@@ -241,6 +242,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         tg_u32_map_count(&mh->istate) != mh->n_iseqs)
       __builtin_trap();
     uint64_t j_after = mh->joined + mh->joined_early + mh->joined_unclocked +
+                        mh->joined_shared +
                        mh->joined_refused + mh->joined_clock +
                        mh->joined_pids + mh->joined_uuid +
                        mh->flows_started + mh->flows_terminated;
