@@ -58,6 +58,7 @@
 #include "consumer/fleet/clock_model.h"
 #include "consumer/fleet/clock_sync.h"
 #include "consumer/fleet/host.h"
+#include "consumer/fleet/merge_names.h"
 
 /* Machine ids are k + 1 and sequence ids get (k + 1) << 20: this many
  * hosts keep every range below the overflow range. */
@@ -93,16 +94,7 @@
 /* A host's name: 1..TG_MERGE_NAME_MAX bytes (what the catalog keeps of a
  * host, TG_COLL_HOST_MAX). */
 #define TG_MERGE_NAME_MAX 320u
-/* The uuids of machine |mid|'s name track (k = 0) and the "clock sync"
- * track under it (k = 1): "traceg" then 16 bits. Trace processor scopes
- * uuids by machine and takes the last name a uuid's descriptors give, so
- * a host's TrackDescriptor with a uuid of this range is left out: no host
- * renames itself (a producer's random uuid falls in it once in 2^48). */
-#define TG_MERGE_NAME_UUID_BASE 0x7472616365670000ull
-#define TG_MERGE_NAME_UUID(mid, k) \
-  (TG_MERGE_NAME_UUID_BASE | ((uint64_t)(mid) << 1) | (uint64_t)(k))
-#define TG_MERGE_NAME_UUID_RESERVED(u) \
-  (((u) & ~0xFFFFull) == TG_MERGE_NAME_UUID_BASE)
+/* The name tracks' uuids: TG_MERGE_NAME_UUID (merge_names.h). */
 #define TG_MERGE_SYNC_TRACK "clock sync"
 /* An instant on it per RemoteClockSync, at the host's time of the sample.
  * A host whose clocks are never tied has none: any time given to it would

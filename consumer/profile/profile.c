@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "consumer/fleet/merge_names.h"
 #include "consumer/packet_inflate.h"
 #include "consumer/profile/profile_internal.h"
 #include "tracegate/error.h"
@@ -54,8 +55,6 @@ enum {
   COUNTER_SW_TASK_CLOCK = 3,
 };
 
-/* The merge's name track of machine k+1 (docs/merge.md, "Host names"). */
-#define NAME_TRACK_UUID 0x7472616365670000ull
 #define MAX_PATH 4096
 #define MAX_PATH_PARTS 256
 #define MAX_STRING (64u << 10)
@@ -722,7 +721,7 @@ static int name_from(tg_prof_t *p, uint32_t machine, uint32_t pkt_field,
   /* Only the merge's own name track names a host: machine 0 has none,
    * and the merge leaves out a host's descriptor of that uuid. */
   if (track && (machine == 0 || parent ||
-                uuid != (NAME_TRACK_UUID | (uint64_t)machine << 1)))
+                uuid != TG_MERGE_NAME_UUID(machine, 0)))
     return 0;
   if (!name || !len) return 0;
   int err = 0;

@@ -242,10 +242,13 @@ static void host_sends(fixture_t *fx, size_t h, const uint8_t *p, size_t n) {
 
 /* --- the hosts' names ------------------------------------------------------------ */
 
-/* The root tracks the merged trace describes: for each, its machine and
- * name ("" when none), in the order written; returns how many. */
-static size_t root_tracks(const fixture_t *fx, uint32_t *machine,
-                          char (*name)[64], size_t max) {
+/* The names the merged trace gives in messages |outer| of its packets
+ * (their field |name_field|; "" when none), with the packets' machine
+ * ids, in the order written; a message with field |not_field| is passed
+ * over (0: none is). Returns how many. */
+static size_t names_in(const fixture_t *fx, uint32_t outer, uint32_t name_field,
+                       uint32_t not_field, uint32_t *machine,
+                       char (*name)[64], size_t max) {
   const uint8_t *b = tg_buf_begin(&fx->sink.out);
   size_t size = tg_buf_size(&fx->sink.out), found = 0;
   tg_pb_reader_t tr;
@@ -255,28 +258,56 @@ static size_t root_tracks(const fixture_t *fx, uint32_t *machine,
     tg_pb_reader_t r;
     tg_pb_field_t f;
     tg_pb_reader_init(&r, pkt.data, pkt.size);
-    const uint8_t *td = NULL;
-    size_t td_n = 0;
+    const uint8_t *msg = NULL;
+    size_t msg_n = 0;
     uint32_t mid = 0;
     while (tg_pb_reader_next(&r, &f) == 1) {
-      if (f.id == 60) td = f.data, td_n = f.size;
+      if (f.id == outer) msg = f.data, msg_n = f.size;
       if (f.id == 98) mid = (uint32_t)f.value;
     }
-    if (!td) continue;
-    bool root = true;
+    if (!msg) continue;
+    bool passed_over = false;
     char nm[64] = "";
-    tg_pb_reader_init(&r, td, td_n);
+    tg_pb_reader_init(&r, msg, msg_n);
     while (tg_pb_reader_next(&r, &f) == 1) {
-      if (f.id == 5) root = false;
-      if (f.id == 2) snprintf(nm, sizeof(nm), "%.*s", (int)f.size, f.data);
+      if (not_field && f.id == not_field) passed_over = true;
+      if (f.id == name_field)
+        snprintf(nm, sizeof(nm), "%.*s", (int)f.size, f.data);
     }
-    if (!root) continue;
+    if (passed_over) continue;
     assert_true(found < max);
     machine[found] = mid;
     snprintf(name[found], sizeof(name[found]), "%s", nm);
     found++;
   }
   return found;
+}
+
+/* The root tracks the merged trace describes (TrackDescriptor, its name
+ * 2, no parent 5). */
+static size_t root_tracks(const fixture_t *fx, uint32_t *machine,
+                          char (*name)[64], size_t max) {
+  return names_in(fx, 60, 2, 5, machine, name, max);
+}
+
+/* The machine names its SystemInfo packets give (45, field 17). */
+static size_t machine_names(const fixture_t *fx, uint32_t *machine,
+                            char (*name)[64], size_t max) {
+  return names_in(fx, 45, 17, 0, machine, name, max);
+}
+
+/* Every host of the script's preamble, under its name, each saying of
+ * itself the next host's name. */
+static void preambles_named(fixture_t *fx) {
+  static const char *const names[SCRIPT_HOSTS] = {SCRIPT_NAMES};
+  tg_fleet_host_report_t h;
+  for (size_t i = 0; i < SCRIPT_HOSTS; i++) {
+    memset(&h, 0, sizeof(h));
+    h.has_info = true;
+    snprintf(h.hostname, sizeof(h.hostname), "%s", names[(i + 1) % SCRIPT_HOSTS]);
+    assert_int_equal(
+        tg_merge_host_preamble(&fx->m, &fx->hosts[i], &h, names[i]), 0);
+  }
 }
 
 /* Each host's name, as the operator gave it, is the name of a root track
@@ -286,14 +317,9 @@ static void each_hosts_name_is_a_root_track_of_its_machine(void **state) {
   fixture_t *fx = *state;
   static const char *const names[SCRIPT_HOSTS] = {SCRIPT_NAMES};
   assert_int_equal(op_head(fx), 0);
+  preambles_named(fx);
   tg_fleet_host_report_t h;
-  for (size_t i = 0; i < SCRIPT_HOSTS; i++) {
-    memset(&h, 0, sizeof(h));
-    h.has_info = true;
-    snprintf(h.hostname, sizeof(h.hostname), "%s", names[(i + 1) % SCRIPT_HOSTS]);
-    assert_int_equal(
-        tg_merge_host_preamble(&fx->m, &fx->hosts[i], &h, names[i]), 0);
-  }
+  memset(&h, 0, sizeof(h));
   uint32_t machine[8];
   char name[8][64];
   assert_int_equal(root_tracks(fx, machine, name, 8), SCRIPT_HOSTS);
@@ -351,39 +377,6 @@ static void a_hosts_descriptor_of_a_name_uuid_is_left_out(void **state) {
   assert_true(tg_buf_size(&fx->sink.out) > 0);
 }
 
-/* The machine names of the SystemInfo packets written (field 17), with
- * their machine ids; returns how many there are. */
-static size_t machine_names(const fixture_t *fx, uint32_t *machine,
-                            char (*name)[64], size_t max) {
-  const uint8_t *b = tg_buf_begin(&fx->sink.out);
-  size_t size = tg_buf_size(&fx->sink.out), found = 0;
-  tg_pb_reader_t tr;
-  tg_pb_field_t pkt;
-  tg_pb_reader_init(&tr, b, size);
-  while (tg_pb_reader_next(&tr, &pkt) == 1) {
-    tg_pb_reader_t r;
-    tg_pb_field_t f;
-    tg_pb_reader_init(&r, pkt.data, pkt.size);
-    const uint8_t *si = NULL;
-    size_t si_n = 0;
-    uint32_t mid = 0;
-    while (tg_pb_reader_next(&r, &f) == 1) {
-      if (f.id == 45) si = f.data, si_n = f.size;
-      if (f.id == 98) mid = (uint32_t)f.value;
-    }
-    if (!si) continue;
-    tg_pb_reader_init(&r, si, si_n);
-    while (tg_pb_reader_next(&r, &f) == 1) {
-      if (f.id != 17) continue;
-      assert_true(found < max);
-      machine[found] = mid;
-      snprintf(name[found], sizeof(name[found]), "%.*s", (int)f.size, f.data);
-      found++;
-    }
-  }
-  return found;
-}
-
 /* Perfetto from v57 names a machine from SystemInfo.machine_name: each
  * host's is the operator's name for it, not what the host calls itself,
  * and the collector's (machine 0) is its hostname. */
@@ -391,14 +384,7 @@ static void each_hosts_system_info_names_its_machine(void **state) {
   fixture_t *fx = *state;
   static const char *const names[SCRIPT_HOSTS] = {SCRIPT_NAMES};
   assert_int_equal(op_head(fx), 0);
-  tg_fleet_host_report_t h;
-  for (size_t i = 0; i < SCRIPT_HOSTS; i++) {
-    memset(&h, 0, sizeof(h));
-    h.has_info = true;
-    snprintf(h.hostname, sizeof(h.hostname), "%s", names[(i + 1) % SCRIPT_HOSTS]);
-    assert_int_equal(
-        tg_merge_host_preamble(&fx->m, &fx->hosts[i], &h, names[i]), 0);
-  }
+  preambles_named(fx);
   uint32_t machine[8];
   char name[8][64];
   assert_int_equal(machine_names(fx, machine, name, 8), SCRIPT_HOSTS + 1);
