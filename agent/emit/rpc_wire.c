@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/decimal.h"
+
 #define CALL_PREFIX "traceparent:"
 #define CALL_PREFIX_LEN (sizeof(CALL_PREFIX) - 1)
 
@@ -53,26 +55,24 @@ emit_rpc_req_t emit_rpc_parse_request(const uint8_t *buf_untrusted,
 }
 
 /* "<key>=<decimal>" at *at in |b| (|n| bytes), then a space or the end.
- * The value fits 64 bits; leading zeros are refused but for "0". */
+ * The value fits 64 bits (common/decimal.h reads it); leading zeros are
+ * refused but for "0". */
 static bool take_field(const uint8_t *b, size_t n, size_t *at,
                        const char *key, uint64_t *out) {
   size_t k = strlen(key);
   if (n - *at < k + 1 || memcmp(b + *at, key, k) != 0 || b[*at + k] != '=')
     return false;
-  size_t i = *at + k + 1, start = i;
-  uint64_t v = 0;
-  for (; i < n && b[i] >= '0' && b[i] <= '9'; i++) {
-    uint64_t d = (uint64_t)(b[i] - '0');
-    if (v > (UINT64_MAX - d) / 10) return false;
-    v = v * 10 + d;
-  }
-  if (i == start || (b[start] == '0' && i - start > 1)) return false;
-  if (i < n) {
-    if (b[i] != ' ') return false;
-    i++;
-  }
-  *at = i;
-  *out = v;
+  size_t start = *at + k + 1, i = start;
+  while (i < n && b[i] != ' ') i++;
+  /* UINT64_MAX has 20 digits: a longer value is no value. */
+  char digits[21];
+  size_t len = i - start;
+  if (len == 0 || len >= sizeof(digits) || (b[start] == '0' && len > 1))
+    return false;
+  memcpy(digits, b + start, len);
+  digits[len] = 0;
+  if (tg_decimal_u64(digits, UINT64_MAX, out) != 0) return false;
+  *at = i < n ? i + 1 : i;
   return true;
 }
 
