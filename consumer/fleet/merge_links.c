@@ -472,14 +472,17 @@ int tg__links_classify(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
   /* Incremental state as machine 0 has it: the sequence's packets before
    * it moved went to the host's machine, their clears with them. A
    * packet that needs it while it is not valid there would be skipped by
-   * trace processor: a ring's edge, not a loss, whatever its time. */
+   * trace processor, whatever its time: judged by the state alone, as the
+   * host's other packets are (merge.c's state_reads: a ring's edge, or a
+   * loss on a sequence that never clears), then by machine 0's (its
+   * write: joined_early). */
   cleared = cleared || (flags & 1u);
   bool needs = (flags & SEQ_NEEDS_INCREMENTAL_STATE) && !exempt;
   bool valid = cleared || (!dropped && q->m0_valid);
   if (needs && !valid) {
-    q->m0_valid = false;
-    mh->joined_early++;
-    return 0;
+    v->to_m0 = true;
+    v->unready = true;
+    return 1;
   }
   /* The packet's clock: its own, else its sequence's default after this
    * packet's clear and defaults (trace processor applies both first). */
@@ -783,6 +786,11 @@ void tg_merge_links_end(tg_merge_t *m, size_t n,
 int tg__links_write(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
                     size_t n, uint32_t seq, const tg__links_t *v) {
   tg_merge_jseq_t *q = v->q;
+  if (v->unready) {
+    q->m0_valid = false;
+    mh->joined_early++;
+    return 0;
+  }
   q->m0_valid = v->m0_valid;
   const uint8_t *body = p;
   size_t body_n = n;

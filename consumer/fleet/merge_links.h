@@ -47,6 +47,9 @@ typedef struct tg__links {
   bool rewrite;            /* re-encoded (snapshot or descriptors) */
   bool set_default;        /* the sequence's default clock becomes clock */
   bool m0_valid;           /* its sequence's state on machine 0 after it */
+  /* It needs incremental state machine 0 does not have: left out (as the
+   * host's state says, else as joined_early), nothing else judged. */
+  bool unready;
   uint64_t ts;
   uint32_t default_clock;
   uint64_t seq_clocks; /* clocks 64..127 its ClockSnapshot defines */

@@ -8,7 +8,9 @@
  * - with the collector's ring_clear_period (its default added to a flight
  *   config without incremental_state_config), the snapshot is complete,
  *   with no loss; trace processor (PERFETTO_BIN) skips none of its packets
- *   and finds, on each host's machine, slices and counters;
+ *   and finds, on each host's machine, slices and counters; the same with
+ *   the app tracks joined on machine 0 (the default merge), where it
+ *   finds both hosts' processes with slices, and counters;
  * - with ring_clear_period = 0 (off), the same rings lose their sequences'
  *   incremental state: each host is partial, its loss and error say why
  *   ([TG-5021]), and trace processor still skips none of the file's
@@ -52,18 +54,19 @@ static int group_setup(void **state) {
 
 /* Two hosts without producers of the harness; their rings are the
  * collector's (|extra| config lines), of RING_KB with only track_event and
- * no incremental_state_config. The hosts' track events stay on their
- * machines (merge_app_tracks = machines), where TP_COUNTS counts them per
- * host. */
+ * no incremental_state_config, their app tracks merged as |app_tracks|
+ * says (merge_app_tracks: "machines" keeps them on each host's machine,
+ * where TP_COUNTS counts them per host; "joined" puts them on machine 0,
+ * where TP_JOINED_COUNTS does). */
 static void ring_fleet_up(fleet_host_t h[2], collector_t *c,
-                          const char *extra) {
+                          const char *app_tracks, const char *extra) {
   for (size_t i = 0; i < 2; i++) {
     char log[64];
     snprintf(log, sizeof(log), "relay%zu.log", i);
     fleet_host_start(&h[i], fleet_in_dir(log), NULL);
   }
   char lines[512];
-  snprintf(lines, sizeof(lines), "merge_app_tracks = machines\n%s",
+  snprintf(lines, sizeof(lines), "merge_app_tracks = %s\n%s", app_tracks,
            extra ? extra : "");
   write_config(h, 2, lines);
   FILE *f = fopen(fleet_in_dir("flight.pbtxt"), "w");
@@ -176,6 +179,21 @@ static const char TP_COUNTS[] =
     "(select count(*) from counter join track on counter.track_id = track.id "
     "where track.name = 'emit.seq' and track.machine_id = 2)";
 
+/* In the joined mode, where both hosts' app tracks are on machine 0 with
+ * their processes named HOST/name: what trace processor skipped, the
+ * hosts whose processes hold "emit" slices, and the "emit.seq" counter
+ * values there: "skipped,hosts,counters". */
+static const char TP_JOINED_COUNTS[] =
+    "select "
+    "(select ifnull(sum(value), 0) from stats where name = "
+    "'tokenizer_skipped_packets') || ',' || "
+    "(select count(distinct substr(p.name, 1, instr(p.name, '/') - 1)) "
+    "from slice s join thread_track tt on s.track_id = tt.id join thread "
+    "using (utid) join process p using (upid) where s.name = 'emit' and "
+    "p.name glob '*/*') || ',' || "
+    "(select count(*) from counter join track on counter.track_id = track.id "
+    "where track.name = 'emit.seq' and track.machine_id is null)";
+
 /* |trace|: trace processor skips nothing and reads slices and counters of
  * both machines (whether the file kept them is the caller's to say). */
 static void assert_tp_reads_both(const char *trace) {
@@ -192,6 +210,24 @@ static void assert_tp_reads_both(const char *trace) {
                           &c1, &c2), 5);
   assert_int_equal(skipped, 0);
   assert_true(s1 > 0 && s2 > 0 && c1 > 0 && c2 > 0);
+}
+
+/* The same of a joined snapshot: both hosts' slices and counters, on
+ * machine 0. */
+static void assert_tp_reads_both_joined(const char *trace) {
+  char out[256];
+  if (!tp_query(trace, TP_JOINED_COUNTS, out, sizeof(out))) {
+    fprintf(stderr, "[ SKIPPED  ] the trace processor import: PERFETTO_BIN "
+                    "(the directory of Perfetto's binaries) is not set\n");
+    return;
+  }
+  fprintf(stderr, "trace processor: skipped,hosts,counters = %s\n", out);
+  unsigned long long skipped, hosts, counters;
+  assert_int_equal(sscanf(out, "%llu,%llu,%llu", &skipped, &hosts, &counters),
+                   3);
+  assert_int_equal(skipped, 0);
+  assert_int_equal(hosts, 2);
+  assert_true(counters > 0);
 }
 
 /* The value of the series |name| (no labels) in the /metrics text at
@@ -223,17 +259,22 @@ static void stop_all(fleet_host_t h[2], collector_t *c, pid_t emit[2]) {
 
 /* The collector's default: a ring config without incremental_state_config
  * gets ring_clear_period's clear, said once in its log ([TG-5020]); the
- * wrapped rings' snapshot is complete, lossless, and reads whole. */
-static void wrapped_rings_that_clear_read_whole(void **state) {
-  (void)state;
+ * wrapped rings' snapshot is complete, lossless, and reads whole, with the
+ * app tracks on each host's machine (|app_tracks| "machines") or on
+ * machine 0 ("joined", the default), where a sequence's packets before
+ * its first clear are a ring's edge too, not a loss. */
+static void rings_that_clear_read_whole(const char *app_tracks) {
   fleet_host_t h[2];
   collector_t c;
-  ring_fleet_up(h, &c, "ring_clear_period = 100ms\n"
-                         "operator_snapshots_per_minute = 600\n");
+  ring_fleet_up(h, &c, app_tracks, "ring_clear_period = 100ms\n"
+                                   "operator_snapshots_per_minute = 600\n");
   fleet_wait_log(fleet_in_dir("collector.log"), "[TG-5020]");
   pid_t emit[2] = {emit_start(&h[0], 0), emit_start(&h[1], 1)};
-  const char *json = fleet_in_dir("clear.json");
-  const char *trace = fleet_in_dir("clear.pftrace");
+  char json[256], trace[256], name[64];
+  snprintf(name, sizeof(name), "clear-%s.json", app_tracks);
+  snprintf(json, sizeof(json), "%s", fleet_in_dir(name));
+  snprintf(name, sizeof(name), "clear-%s.pftrace", app_tracks);
+  snprintf(trace, sizeof(trace), "%s", fleet_in_dir(name));
   snapshot_after_wraps(&c, h, json, trace);
   assert_json(json, "snapshot.state", "\"complete\"");
   assert_json(json, "snapshot.loss", "0");
@@ -244,13 +285,26 @@ static void wrapped_rings_that_clear_read_whole(void **state) {
     snprintf(key, sizeof(key), "hosts.%zu.loss", i);
     assert_json(json, key, "0");
   }
-  assert_tp_reads_both(trace);
+  if (!strcmp(app_tracks, "joined"))
+    assert_tp_reads_both_joined(trace);
+  else
+    assert_tp_reads_both(trace);
   /* The rings' oldest edge was left out, and counted apart from loss. */
   const char *metrics = fleet_in_dir("metrics.txt");
   assert_int_equal(http(&c, "GET", "/metrics", metrics), 200);
   assert_true(metric_value(metrics, "tracegate_collector_ring_edge_packets_total") >
               0);
   stop_all(h, &c, emit);
+}
+
+static void wrapped_rings_that_clear_read_whole(void **state) {
+  (void)state;
+  rings_that_clear_read_whole("machines");
+}
+
+static void wrapped_rings_that_clear_read_whole_joined(void **state) {
+  (void)state;
+  rings_that_clear_read_whole("joined");
 }
 
 /* ring_clear_period = 0: nothing clears, the wrapped rings keep packets
@@ -260,7 +314,7 @@ static void wrapped_rings_without_clears_are_partial(void **state) {
   (void)state;
   fleet_host_t h[2];
   collector_t c;
-  ring_fleet_up(h, &c, "ring_clear_period = 0\n"
+  ring_fleet_up(h, &c, "machines", "ring_clear_period = 0\n"
                          "operator_snapshots_per_minute = 600\n");
   pid_t emit[2] = {emit_start(&h[0], 0), emit_start(&h[1], 1)};
   const char *json = fleet_in_dir("noclear.json");
@@ -294,6 +348,7 @@ static void wrapped_rings_without_clears_are_partial(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       FLEET_TEST(wrapped_rings_that_clear_read_whole),
+      FLEET_TEST(wrapped_rings_that_clear_read_whole_joined),
       FLEET_TEST(wrapped_rings_without_clears_are_partial),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
