@@ -2,6 +2,7 @@
 #include "consumer/fleet/pair_clock.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -99,6 +100,18 @@ int tg_pair_clock_fit(const tg_pair_sample_t *s, size_t n,
   out->offset_ns = (best.hi + best.lo) / 2;
   out->margin_ns = (best.hi - best.lo) / 2;
   return 0;
+}
+
+double tg_pair_clock_room(const tg_pair_sample_t *s, size_t n,
+                          const tg_pair_prior_t *prior,
+                          const tg_pair_fit_t *fit) {
+  double room = INFINITY;
+  for (size_t i = 0; i < n; i++) {
+    if (!usable(&s[i], fit->t0, prior)) continue;
+    double r = (double)(s[i].s1 - s[i].c1) - tg_pair_clock_theta(fit, s[i].c1);
+    if (r < room) room = r;
+  }
+  return room;
 }
 
 double tg_pair_clock_theta(const tg_pair_fit_t *fit, int64_t t) {

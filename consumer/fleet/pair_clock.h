@@ -81,6 +81,15 @@ typedef struct tg_pair_prior {
 int tg_pair_clock_fit(const tg_pair_sample_t *s, size_t n,
                       const tg_pair_prior_t *prior, tg_pair_fit_t *out);
 
+/* The least room |fit| leaves under the upper bounds of the samples it
+ * used (as tg_pair_clock_fit chose them with |prior|): the smallest
+ * s1 - c1 - theta(c1), ns; +INFINITY for none. A line with room >= 0
+ * places no server's receive before its client's send, whatever its
+ * lower bounds say (a server's own "answered" time may come late). */
+double tg_pair_clock_room(const tg_pair_sample_t *s, size_t n,
+                          const tg_pair_prior_t *prior,
+                          const tg_pair_fit_t *fit);
+
 /* The server's clock minus the client's at client time |t|, by |fit|. */
 double tg_pair_clock_theta(const tg_pair_fit_t *fit, int64_t t);
 

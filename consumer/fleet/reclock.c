@@ -425,10 +425,6 @@ void tg_reclock_free(tg_reclock_t *rc) {
     free(rc->edges[i].win);
   }
   free(rc->edges);
-  for (size_t i = 0; rc->corr && i < rc->n_hosts; i++) {
-    free(rc->corr[i].at);
-    free(rc->corr[i].slope);
-  }
   free(rc->corr);
   free(rc->constant);
   free(rc->has_constant);

@@ -113,7 +113,7 @@ typedef struct tg_reclock_host {
   bool anchor; /* kept where ClockSync put it; others moved against it */
   bool moved;
   /* The correction at the middle of the samples' span (us), its drift
-   * (ppm: the mean of its windows' slopes), and the smallest margin of
+   * (ppm: its mean slope over the requests' span), and the smallest margin of
    * the fits on the host's path to its anchor (us; negative: some
    * requests could not all be kept in order). */
   double offset_us, drift_ppm, margin_us;

@@ -84,10 +84,15 @@ typedef struct tg__rc_edge {
   tg__rc_win_t *win;
 } tg__rc_edge_t;
 
-/* A host's correction: a line per window (its value at the window's
- * start, ns, and its slope). */
+/* A host's correction: its parent's in the placement tree plus |sign|
+ * times the fitted lines of |edge| (client minus server: + for a client
+ * placed from its server, - for a server from its client), each window's
+ * line held within its samples' span, so that what the fit kept in order
+ * stays so. |edge| NULL: not moved (an anchor, or a host off the tree). */
 typedef struct tg__rc_corr {
-  double *at, *slope;
+  const struct tg__rc_edge *edge;
+  size_t parent;
+  double sign;
 } tg__rc_corr_t;
 
 struct tg_reclock {
@@ -118,7 +123,7 @@ struct tg_reclock {
   /* Placement. */
   int64_t t_lo, t_hi, win_ns;
   size_t n_win;
-  tg__rc_corr_t *corr; /* per host; at == NULL: not moved */
+  tg__rc_corr_t *corr; /* per host; edge == NULL: not moved */
   int64_t *constant;   /* per host, with has_constant */
   bool *has_constant;
   /* The rewrite's re-encoded RemoteClockSync (0), its parts (1, 2), and

@@ -58,14 +58,15 @@ static bool fit_edge(tg_reclock_t *rc, tg__rc_edge_t *e,
       int rv = tg_pair_clock_fit(e->s + i, j - i, &prior, &fit);
       e->rejected += fit.rejected;
       if (rv == 0 && fit.used >= TG_RECLOCK_WINDOW_MIN_SAMPLES) {
-        /* No line keeps every request inside both bounds: a server's
-         * slice that goes on after it answered (its end past the
-         * client's) breaks the lower bound without anything being out
-         * of order. Trace processor joins a flow only when the server's
-         * slice begins after the client's, so the upper bounds win: the
-         * line goes just under the tightest of them. */
-        if (fit.margin_ns < 0) {
-          fit.offset_ns += fit.margin_ns - TG_RECLOCK_BEGIN_SLACK_NS;
+        /* The upper bounds are the hard ones: a server's slice that
+         * goes on after it answered (its end past the client's) breaks
+         * a lower bound without anything being out of order, while
+         * trace processor joins a flow only when the server's slice
+         * begins after the client's. So the line goes under every used
+         * request's upper bound, by TG_RECLOCK_BEGIN_SLACK_NS. */
+        double room = tg_pair_clock_room(e->s + i, j - i, &prior, &fit);
+        if (room < TG_RECLOCK_BEGIN_SLACK_NS) {
+          fit.offset_ns += room - TG_RECLOCK_BEGIN_SLACK_NS;
           st->windows_begin_first++;
         }
         e->used += fit.used;
@@ -99,52 +100,33 @@ static bool fit_edge(tg_reclock_t *rc, tg__rc_edge_t *e,
 }
 
 bool tg__rc_moved(const tg_reclock_t *rc, size_t k) {
-  return k < rc->n_hosts && (rc->has_constant[k] || rc->corr[k].at);
+  return k < rc->n_hosts && (rc->has_constant[k] || rc->corr[k].edge);
+}
+
+/* The window of time |t|. */
+static size_t window_of(const tg_reclock_t *rc, int64_t t) {
+  if (t <= rc->t_lo) return 0;
+  uint64_t i = (uint64_t)(t - rc->t_lo) / (uint64_t)rc->win_ns;
+  return i < rc->n_win ? (size_t)i : rc->n_win - 1;
 }
 
 double tg__rc_corr_at(const tg_reclock_t *rc, size_t k, int64_t t) {
   if (rc->has_constant[k]) return (double)rc->constant[k];
-  const tg__rc_corr_t *c = &rc->corr[k];
-  if (!c->at) return 0;
-  size_t w = 0;
-  if (t > rc->t_lo) {
-    uint64_t i = (uint64_t)(t - rc->t_lo) / (uint64_t)rc->win_ns;
-    w = i < rc->n_win ? (size_t)i : rc->n_win - 1;
+  size_t w = window_of(rc, t);
+  double c = 0;
+  /* Up the tree to the anchor: at most n_hosts steps, one for most hosts
+   * (the ones that talk to the anchor). */
+  for (size_t steps = 0; rc->corr[k].edge && steps < rc->n_hosts; steps++) {
+    const tg__rc_corr_t *x = &rc->corr[k];
+    c += x->sign * theta_at(x->edge, w, t);
+    k = x->parent;
   }
-  int64_t start = rc->t_lo + (int64_t)w * rc->win_ns;
-  double dt = t < start ? 0 : (double)(t - start);
-  if (dt > (double)rc->win_ns) dt = (double)rc->win_ns;
-  return c->at[w] + c->slope[w] * dt;
-}
-
-/* Host |h|'s correction from its parent |p|'s over edge |e|:
- * corr_b = corr_a - theta when h is the server b, corr_a = corr_b + theta
- * when it is the client a. */
-static int corr_from(tg_reclock_t *rc, size_t h, size_t p,
-                     const tg__rc_edge_t *e) {
-  tg__rc_corr_t *c = &rc->corr[h];
-  c->at = calloc(rc->n_win, sizeof(double));
-  c->slope = calloc(rc->n_win, sizeof(double));
-  if (!c->at || !c->slope) return -ENOMEM;
-  const tg__rc_corr_t *pc = &rc->corr[p];
-  double sign = h == e->b ? -1.0 : 1.0, W = (double)rc->win_ns;
-  for (size_t w = 0; w < rc->n_win; w++) {
-    int64_t start = rc->t_lo + (int64_t)w * rc->win_ns;
-    double p0 = pc->at ? pc->at[w] : 0, ps = pc->at ? pc->slope[w] : 0;
-    double v0 = p0 + sign * theta_at(e, w, start);
-    double v1 = p0 + ps * W + sign * theta_at(e, w, start + rc->win_ns);
-    c->at[w] = v0;
-    c->slope[w] = (v1 - v0) / W;
-  }
-  return 0;
+  return c;
 }
 
 static void free_corr(tg_reclock_t *rc) {
-  for (size_t i = 0; i < rc->n_hosts; i++) {
-    free(rc->corr[i].at);
-    free(rc->corr[i].slope);
-    rc->corr[i].at = rc->corr[i].slope = NULL;
-  }
+  for (size_t i = 0; i < rc->n_hosts; i++)
+    rc->corr[i] = (tg__rc_corr_t){NULL, 0, 0};
 }
 
 int tg_reclock_place(tg_reclock_t *rc, tg_reclock_host_t *hosts,
@@ -224,7 +206,9 @@ int tg_reclock_place(tg_reclock_t *rc, tg_reclock_host_t *hosts,
       best->in_tree = true;
       size_t h = state[best->a] == 2 ? best->b : best->a;
       size_t p = h == best->a ? best->b : best->a;
-      rv = corr_from(rc, h, p, best);
+      /* theta = b's clock minus a's: corr_b = corr_a - theta,
+       * corr_a = corr_b + theta. */
+      rc->corr[h] = (tg__rc_corr_t){best, p, h == best->b ? -1.0 : 1.0};
       state[h] = 2;
       margin[h] = fmin(margin[p], best->min_margin);
       hosts[h].moved = true;
@@ -247,11 +231,13 @@ int tg_reclock_place(tg_reclock_t *rc, tg_reclock_host_t *hosts,
     }
     int64_t mid = rc->t_lo + (int64_t)(span / 2);
     for (size_t k = 0; k < n; k++) {
-      if (!rc->corr[k].at) continue;
-      double s = 0;
-      for (size_t w = 0; w < rc->n_win; w++) s += rc->corr[k].slope[w];
+      if (!rc->corr[k].edge) continue;
       hosts[k].offset_us = tg__rc_corr_at(rc, k, mid) / 1e3;
-      hosts[k].drift_ppm = s / (double)rc->n_win * 1e6;
+      hosts[k].drift_ppm =
+          span ? (tg__rc_corr_at(rc, k, rc->t_hi) -
+                  tg__rc_corr_at(rc, k, rc->t_lo)) /
+                     (double)span * 1e6
+               : 0;
     }
     st->hosts_moved = moved;
   }
