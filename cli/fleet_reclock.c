@@ -23,17 +23,11 @@ typedef struct file_io {
 } file_io_t;
 
 static ssize_t io_read(void *ctx, uint8_t *buf, size_t cap) {
-  file_io_t *io = ctx;
-  for (;;) {
-    ssize_t n = read(io->in, buf, cap);
-    if (n >= 0) return n;
-    if (errno != EINTR) return -errno;
-  }
+  return tg_reclock_fd_read(((file_io_t *)ctx)->in, buf, cap);
 }
 
 static int io_rewind(void *ctx) {
-  file_io_t *io = ctx;
-  return lseek(io->in, 0, SEEK_SET) < 0 ? -errno : 0;
+  return tg_reclock_fd_rewind(((file_io_t *)ctx)->in);
 }
 
 static int io_write(void *ctx, const uint8_t *p, size_t n) {
@@ -60,16 +54,9 @@ static void io_progress(void *ctx, int pass, uint64_t bytes) {
   io->shown = true;
 }
 
-/* Whether the joined mode wrote flows whose two ends are on two hosts. */
-static bool flows_across_hosts(const fleet_t *f) {
-  if (f->merge.app_tracks != TG_MERGE_APP_JOINED) return false;
-  size_t starts = 0, ends = 0;
-  for (size_t i = 0; i < f->n; i++) {
-    const tg_merge_host_t *m = &f->hosts[i].merge;
-    starts += m->flows_started > 0;
-    ends += m->flows_terminated > 0;
-  }
-  return starts && ends && (starts > 1 || ends > 1 || f->n > 1);
+static tg_merge_host_t *merge_host_at(void *ctx, size_t i) {
+  fleet_t *f = ctx;
+  return i < f->n ? &f->hosts[i].merge : NULL;
 }
 
 /* The pass over |final| (OUT with its symlinks followed) into |tmp|. */
@@ -93,7 +80,9 @@ static int reclock_file(fleet_t *f, const char *final, const char *tmp,
     close(io.in);
     return rv;
   }
-  tg_reclock_io_t rio = {io_read, io_rewind, io_write, io_progress, &io};
+  tg_reclock_io_t rio = {.read = io_read, .rewind = io_rewind,
+                         .write = io_write, .progress = io_progress,
+                         .ctx = &io};
   rv = tg_reclock_run(&rio, hosts, f->n, st);
   if (io.shown) fprintf(stderr, "\r\033[K");
   if (rv == 0 && st->rewritten && fsync(io.out) < 0) rv = -errno;
@@ -105,7 +94,11 @@ static int reclock_file(fleet_t *f, const char *final, const char *tmp,
 }
 
 void fleet_reclock(fleet_t *f) {
-  if (f->o->clock_from_requests_off || !flows_across_hosts(f)) return;
+  /* tg_merge_links_end() ran: the requests seen on two hosts are known. */
+  if (f->o->clock_from_requests_off ||
+      f->merge.app_tracks != TG_MERGE_APP_JOINED ||
+      !tg_merge_links_across(f->n, merge_host_at, f))
+    return;
   char final[PATH_MAX], tmp[PATH_MAX + 16];
   struct stat sb;
   /* Standard output, a device or a FIFO was written in place: there is
@@ -120,14 +113,8 @@ void fleet_reclock(fleet_t *f) {
               "out of memory", f->out);
     return;
   }
-  for (size_t i = 0; i < f->n; i++) {
-    const tg_clock_sync_t *c = &f->hosts[i].core.report.clock;
-    uint64_t best = 0, first = 0;
-    if (!c->estimates) continue;
-    (void)tg_clock_offset(&c->best, &best);
-    (void)tg_clock_offset(&c->first, &first);
-    hosts[i].bound_ns = best > first ? best : first;
-  }
+  for (size_t i = 0; i < f->n; i++)
+    hosts[i].bound_ns = tg_reclock_bound(&f->hosts[i].core.report.clock);
   tg_reclock_stats_t st;
   int rv = reclock_file(f, final, tmp, hosts, &st);
   if (rv < 0) {

@@ -7,6 +7,7 @@
 
 #include "common/json.h"
 #include "common/version.h"
+#include "consumer/fleet/merge_problem.h"
 #include "cli/json_out.h"
 
 /* The sum of every counter, listed or not (the service's and the relay's
@@ -46,18 +47,6 @@ static json_t *links_json(const cli_summary_links_t *l) {
       tg_json_u64(l->flows_across));
 }
 
-static json_t *reclock_json(const tg_reclock_host_t *r) {
-  if (!r) return json_null();
-  return json_pack(
-      "{s:o, s:o, s:b, s:b, s:f, s:f, s:o, s:o}", "samples_used",
-      tg_json_u64(r->samples_used), "samples_rejected",
-      tg_json_u64(r->samples_rejected), "anchor", r->anchor, "moved",
-      r->moved, "offset_us", r->moved ? r->offset_us : 0.0, "drift_ppm",
-      r->moved ? r->drift_ppm : 0.0, "margin_us",
-      r->moved ? json_real(r->margin_us) : json_null(), "packets_moved",
-      tg_json_u64(r->packets_moved));
-}
-
 /* json_pack's "o" steals each reference and fails (dropping the others)
  * on a NULL one, out of memory. */
 static json_t *host_json(const cli_summary_host_t *h) {
@@ -83,7 +72,7 @@ static json_t *host_json(const cli_summary_host_t *h) {
       "path", tg_json_text(h->path), "problems",
       h->problems ? tg_ds_problems_json(h->problems) : json_array(),
       "links", links_json(h->links), "clock_from_requests",
-      reclock_json(h->clock_from_requests));
+      tg_reclock_host_json(h->clock_from_requests));
 }
 
 static json_t *summary_json(const cli_summary_t *s) {

@@ -51,7 +51,7 @@
 /* A host's requests across hosts (the merge's flow counts, daemon/snap.c):
  * a JSON object of a mode and a few counts, made and read back as the
  * boost is. */
-#define TG_COLL_LINKS_MAX 512
+#define TG_COLL_LINKS_MAX 1024
 /* Most rows one list() returns; page on with before_id. */
 #define TG_COLL_LIST_MAX 1000
 

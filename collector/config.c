@@ -103,6 +103,7 @@ typedef enum key_id {
   KEY_CLONE_MIN_RATE,
   KEY_MERGE_ALLOW_FIELDS,
   KEY_MERGE_APP_TRACKS,
+  KEY_MERGE_CLOCK_FROM_REQUESTS,
   KEY_BUCKET,
   KEY_S3_ENDPOINT,
   KEY_S3_REGION,
@@ -237,6 +238,9 @@ static const key_def_t KEYS[KEY_COUNT] = {
     [KEY_MERGE_APP_TRACKS] = {"merge_app_tracks", K_APP_TRACKS,
                               NUM_FIELD(merge_app_tracks), 0, 0, false,
                               "joined or machines", NULL},
+    [KEY_MERGE_CLOCK_FROM_REQUESTS] = {"merge_clock_from_requests", K_BOOL,
+                                       NUM_FIELD(merge_clock_from_requests),
+                                       0, 0, false, "true or false", NULL},
     [KEY_UI_URL] = {"ui_url", K_URL, STR_FIELD(ui_url), 0, 0, false,
                     "an http:// or https:// URL of at most 512 bytes without "
                     "blanks, quotes or <>",
@@ -1154,6 +1158,7 @@ void tg_coll_config_defaults(tg_coll_config_t *c) {
   c->perf_boost_budget_window_ms = 3600LL * MS_PER_S;
   c->perf_boost_host_percent = 10;
   c->perf_boost_fleet_percent = 5;
+  c->merge_clock_from_requests = true;
 }
 
 int tg_coll_config_parse(const char *text_untrusted, size_t len,

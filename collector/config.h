@@ -109,6 +109,12 @@
  *                      collector's machine as HOST/process, where flows
  *                      join across hosts, or each on its host's machine
  *                      (docs/merge.md, "Links across hosts")
+ *     merge_clock_from_requests  true (the default) or false: a joined
+ *                      snapshot with requests across hosts is written
+ *                      again with its hosts placed by those requests
+ *                      (docs/collector.md, "Clocks from requests"); a
+ *                      bucket's store is not (its bytes are uploaded as
+ *                      they come)
  *     alertmanager_host_label   NAME, default "instance": the alert label
  *                      naming the host(s) an Alertmanager alert snapshots
  *     alertmanager_group_label  NAME, default "tracegate_group": the alert
@@ -348,6 +354,9 @@ typedef struct tg_coll_config {
   /* Fields the merge keeps beyond its allowlist ("": none). */
   char merge_allow_fields[TG_COLL_CONFIG_URL_MAX + 1];
   uint32_t merge_app_tracks; /* tg_coll_app_tracks_t */
+  /* Joined snapshots re-clocked by their hosts' requests (true, the
+   * default): merge_clock_from_requests. */
+  bool merge_clock_from_requests;
   size_t n_groups;
   tg_coll_group_t *groups; /* |n_groups|, owned; NULL when none */
   size_t n_triggers;

@@ -178,6 +178,106 @@ static int write_extents(int fd, const bhost_t *h, uint8_t *buf, size_t cap,
   return 0;
 }
 
+/* --- after a rewrite -------------------------------------------------------- */
+
+typedef struct rmark {
+  uint64_t off, end;
+  size_t host;
+} rmark_t;
+
+struct tg_coll_index_remap {
+  const tg_coll_index_builder_t *old;
+  tg_coll_index_builder_t *nb;
+  rmark_t *marks; /* every extent of |old|, in file order */
+  size_t n, at;
+  uint64_t in_end, out_end; /* where the next piece must start */
+  uint64_t head;            /* the new head's end so far */
+  bool past_head;
+  const char *why;
+};
+
+static int mark_cmp(const void *a, const void *b) {
+  const rmark_t *x = a, *y = b;
+  return x->off < y->off ? -1 : x->off > y->off;
+}
+
+void tg_coll_index_remap_free(tg_coll_index_remap_t *r) {
+  if (!r) return;
+  tg_coll_index_builder_free(r->nb);
+  free(r->marks);
+  free(r);
+}
+
+tg_coll_index_remap_t *tg_coll_index_remap_new(
+    const tg_coll_index_builder_t *old) {
+  tg_coll_index_remap_t *r = calloc(1, sizeof(*r));
+  if (!r) return NULL;
+  r->old = old;
+  r->nb = tg_coll_index_builder_new(old->n_hosts);
+  r->marks = calloc(old->extents ? old->extents : 1, sizeof(*r->marks));
+  if (!r->nb || !r->marks) goto fail;
+  for (size_t h = 0; h < old->n_hosts; h++) {
+    const bhost_t *bh = &old->hosts[h];
+    if (bh->name && tg_coll_index_name(r->nb, h, bh->name) < 0) goto fail;
+    for (size_t i = 0; i < bh->n && r->n < old->extents; i++)
+      r->marks[r->n++] =
+          (rmark_t){bh->ext[i].off, bh->ext[i].off + bh->ext[i].len, h};
+  }
+  qsort(r->marks, r->n, sizeof(*r->marks), mark_cmp);
+  if (old->why) r->why = old->why;
+  return r;
+fail:
+  tg_coll_index_remap_free(r);
+  return NULL;
+}
+
+void tg_coll_index_remap_span(tg_coll_index_remap_t *r, uint64_t in,
+                              uint64_t in_n, uint64_t out, uint64_t out_n) {
+  if (r->why || (!in_n && !out_n)) return;
+  if (in != r->in_end || out != r->out_end || in_n > UINT64_MAX - in ||
+      out_n > UINT64_MAX - out) {
+    r->why = "the rewrite named its bytes out of order";
+    return;
+  }
+  r->in_end = in + in_n;
+  r->out_end = out + out_n;
+  uint64_t head = r->old->head;
+  if (!r->past_head) {
+    if (in + in_n <= head) {
+      r->head = out + out_n;
+      return;
+    }
+    if (in < head) {
+      r->why = "a rewritten packet crosses the head's end";
+      return;
+    }
+    r->past_head = true;
+    tg_coll_index_head(r->nb, out);
+  }
+  while (r->at < r->n && r->marks[r->at].end <= in) r->at++;
+  if (r->at == r->n || r->marks[r->at].off >= in + in_n) return; /* nobody's */
+  const rmark_t *m = &r->marks[r->at];
+  if (m->off > in || in + in_n > m->end) {
+    r->why = "a rewritten packet crosses two hosts' bytes";
+    return;
+  }
+  tg_coll_index_add(r->nb, m->host, out, out_n);
+}
+
+tg_coll_index_builder_t *tg_coll_index_remap_end(tg_coll_index_remap_t *r,
+                                                 const char **why) {
+  if (!r->why && !r->past_head) tg_coll_index_head(r->nb, r->head);
+  if (!r->why) r->why = tg_coll_index_why(r->nb);
+  tg_coll_index_builder_t *nb = NULL;
+  if (!r->why) {
+    nb = r->nb;
+    r->nb = NULL;
+  }
+  *why = r->why;
+  tg_coll_index_remap_free(r);
+  return nb;
+}
+
 int tg_coll_index_write(const tg_coll_index_builder_t *b, int fd,
                         uint64_t trace_bytes) {
   if (b->why) return -ENOSPC;

@@ -103,6 +103,33 @@ size_t tg_coll_index_extents(const tg_coll_index_builder_t *b);
 int tg_coll_index_write(const tg_coll_index_builder_t *b, int fd,
                         uint64_t trace_bytes);
 
+/* --- after a rewrite ------------------------------------------------------ */
+
+/* A second pass that writes the trace anew (reclock.h: some packets grow
+ * by a few bytes, none is split, merged or reordered) moves every byte
+ * after the first packet it changes; the index follows the packets to
+ * their new places. The rewrite names each piece it wrote, in file
+ * order: a piece of the old head is the new head's, a piece inside one
+ * host's extent is that host's, a piece in no extent is nobody's (as it
+ * was); a piece across two extents, or pieces out of order, make the
+ * remap give up (the snapshot is then stored without an index, as when
+ * its builder gives up). */
+typedef struct tg_coll_index_remap tg_coll_index_remap_t;
+
+/* A remap of the index |old| describes (borrowed until remap_end or
+ * remap_free; no more bytes are added to it). NULL out of memory. */
+tg_coll_index_remap_t *tg_coll_index_remap_new(
+    const tg_coll_index_builder_t *old);
+/* Bytes [in, in + in_n) of the old trace were written as [out, out +
+ * out_n) of the new one. */
+void tg_coll_index_remap_span(tg_coll_index_remap_t *r, uint64_t in,
+                              uint64_t in_n, uint64_t out, uint64_t out_n);
+/* The new index's builder (the caller's; its hosts named as |old|'s), or
+ * NULL with *why: the remap gave up, or out of memory. Frees |r|. */
+tg_coll_index_builder_t *tg_coll_index_remap_end(tg_coll_index_remap_t *r,
+                                                 const char **why);
+void tg_coll_index_remap_free(tg_coll_index_remap_t *r); /* NULL-safe */
+
 /* --- reading -------------------------------------------------------------- */
 
 typedef struct tg_coll_index_host {

@@ -144,6 +144,20 @@ int tg_coll_writer_write(tg_coll_writer_t *w, const void *p, size_t n);
  * without one (logged); the snapshot itself is stored all the same. */
 void tg_coll_writer_set_index(tg_coll_writer_t *w,
                               const tg_coll_index_builder_t *b);
+/* Writes the snapshot anew from what was written so far: |fn| reads the
+ * old bytes from |in| (a descriptor of its own, at offset 0) and writes
+ * the new ones with tg_coll_writer_write(|w|, ...), which then start
+ * from byte 0 of a new file. When |fn| returns 0 the new file replaces
+ * the old one (its bytes and checksum are the writer's from then on);
+ * when it fails, the writer is as it was before the call, the new bytes
+ * gone. May run on another thread than the store's, as
+ * tg_coll_writer_sync(). The index set with tg_coll_writer_set_index()
+ * describes the old bytes: the caller sets the new one. 0, |fn|'s
+ * error, -ENOTSUP in a bucket's store (its bytes are uploaded as they
+ * come: there is no file to read again), -errno. */
+typedef int (*tg_coll_rewrite_fn)(void *ctx, int in, tg_coll_writer_t *w);
+int tg_coll_writer_rewrite(tg_coll_writer_t *w, tg_coll_rewrite_fn fn,
+                           void *ctx);
 /* fsync()s what was written. Optional (finish syncs if this was not
  * called); may run on another thread than the store's, not concurrently
  * with calls on the same writer. 0 or -errno. */

@@ -53,4 +53,9 @@ int tg__coll_recover(tg_coll_store_t *s, tg_coll_recovery_t *rec);
  * (if it has one): delete and retention. */
 int tg__coll_remove(tg_coll_store_t *s, uint64_t id, bool unless_pinned);
 
+/* A snapshot's file written anew (tg_coll_writer_rewrite) is in tmp/
+ * under its file's tmp name and this, until it replaces it; recovery
+ * keeps it as it keeps that file. */
+#define TG__COLL_REWRITE_SUFFIX ".rewrite"
+
 #endif /* TRACEGATE_COLLECTOR_STORE_INTERNAL_H */

@@ -119,6 +119,15 @@ static bool keep_written(tg_coll_store_t *s, const char *name,
   if (tg_coll_id_parse_symbols_name(name, 1, &id) == 0 ||
       tg_coll_id_parse_symidx_name(name, 1, &id) == 0)
     return s->cat->ops->shared && tg__coll_row_keeps(s, id, TG_COLL_LIVE_STATES);
+  /* A rewrite's file (tg_coll_writer_rewrite): as the file it replaces. */
+  char base[TG_COLL_FILE_NAME_MAX];
+  size_t n = strlen(name), k = strlen(TG__COLL_REWRITE_SUFFIX);
+  if (n > k && n - k < sizeof(base) &&
+      !strcmp(name + n - k, TG__COLL_REWRITE_SUFFIX)) {
+    memcpy(base, name, n - k);
+    base[n - k] = 0;
+    name = base;
+  }
   return (tg_coll_id_parse_file_name(name, 1, &id) == 0 ||
           tg_coll_id_parse_index_name(name, 1, &id) == 0) &&
          tg__coll_row_keeps(s, id, TG_COLL_STATE_BIT(TG_COLL_PENDING));

@@ -133,6 +133,49 @@ void tg_coll_writer_set_index(tg_coll_writer_t *w,
   w->index = b;
 }
 
+int tg_coll_writer_rewrite(tg_coll_writer_t *w, tg_coll_rewrite_fn fn,
+                           void *ctx) {
+  if (w->err) return w->err;
+  if (w->s3) return -ENOTSUP;
+  tg_coll_store_t *s = w->store;
+  char name[TG_COLL_FILE_NAME_MAX], next[TG_COLL_FILE_NAME_MAX + 16];
+  tg_coll_id_file_name(w->id, 1, name);
+  snprintf(next, sizeof(next), "%s" TG__COLL_REWRITE_SUFFIX, name);
+  int in = openat(s->tmp_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (in < 0) return -errno;
+  int fd = openat(s->tmp_fd, next,
+                  O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0640);
+  if (fd < 0) {
+    int err = -errno;
+    close(in);
+    return err;
+  }
+  /* The old file's state, back if |fn| fails. */
+  int old_fd = w->fd;
+  uint64_t old_bytes = w->bytes;
+  uint32_t old_crc = w->crc;
+  bool old_synced = w->synced;
+  w->fd = fd;
+  w->bytes = 0;
+  w->crc = (uint32_t)crc32(0L, Z_NULL, 0);
+  int err = fn(ctx, in, w);
+  close(in);
+  if (!err && w->err) err = w->err;
+  if (!err && renameat(s->tmp_fd, next, s->tmp_fd, name) != 0) err = -errno;
+  if (err) {
+    close(fd);
+    unlinkat(s->tmp_fd, next, 0);
+    w->fd = old_fd;
+    w->bytes = old_bytes;
+    w->crc = old_crc;
+    w->synced = old_synced;
+    w->err = 0;
+    return err;
+  }
+  close(old_fd);
+  return 0;
+}
+
 int tg_coll_writer_sync(tg_coll_writer_t *w) {
   if (w->err) return w->err;
   if (w->s3) {

@@ -837,10 +837,22 @@ static void get_metrics(coll_t *c, tg_http_exchange_t *x,
           "snapshots' hosts whose other end is not in the snapshot "
           "([TG-5063]).\n"
           "# TYPE tracegate_collector_flow_ends_unmatched_total counter\n"
-          "tracegate_collector_flow_ends_unmatched_total %" PRIu64 "\n",
+          "tracegate_collector_flow_ends_unmatched_total %" PRIu64 "\n"
+          "# HELP tracegate_collector_snapshots_reclocked_total Snapshots "
+          "written again with their hosts placed by the requests between "
+          "them.\n"
+          "# TYPE tracegate_collector_snapshots_reclocked_total counter\n"
+          "tracegate_collector_snapshots_reclocked_total %" PRIu64 "\n"
+          "# HELP tracegate_collector_snapshots_reclock_failed_total "
+          "Snapshots whose pass over their requests failed (kept as "
+          "ClockSync placed their hosts).\n"
+          "# TYPE tracegate_collector_snapshots_reclock_failed_total "
+          "counter\n"
+          "tracegate_collector_snapshots_reclock_failed_total %" PRIu64 "\n",
           k->trigger_hits, k->triggers_coalesced, k->bytes_stored,
           k->host_loss, k->ring_edge_packets, k->flows_across,
-          k->flow_ends_unmatched);
+          k->flow_ends_unmatched, k->snapshots_reclocked,
+          k->snapshots_reclock_failed);
   fputs("# HELP tracegate_collector_data_source_failures_total Data sources "
         "that did not run as asked, in snapshots' host rows, by reason "
         "(client/ds_problem.h).\n"

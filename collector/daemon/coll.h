@@ -182,6 +182,10 @@ typedef struct coll_counts {
    * two ends are on two hosts, and ends whose other end is not in the
    * snapshot. */
   uint64_t flows_across, flow_ends_unmatched;
+  /* Snapshots written again with their hosts placed by their requests
+   * (snap.c, "clocks from requests"), and those whose pass failed (kept
+   * as ClockSync placed them). */
+  uint64_t snapshots_reclocked, snapshots_reclock_failed;
   /* Host state changes snap_host.h's table refused (a bug: logged). */
   uint64_t snap_host_bad_transitions;
   /* Data-source problems in snapshots' host rows, by reason. */

@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "collector/daemon/coll.h"
 #include "collector/daemon/hosts.h"
@@ -56,6 +57,7 @@
 #include "consumer/fleet/merge_problem.h"
 #include "consumer/fleet/ftrace_loss.h"
 #include "consumer/fleet/merge.h"
+#include "consumer/fleet/reclock.h"
 #include "pb/config/trace_config.pb-c.h"
 #include "tracegate/error.h"
 #include "tracegate/pb_wire.h"
@@ -148,6 +150,17 @@ struct coll_snap {
   int32_t producer_uid;
   coll_snap_done_fn done;
   void *done_ctx;
+  /* The second pass (docs/collector.md, "Clocks from requests"): decided
+   * on the loop once the merge ended (reclock_prepare), run on the sync
+   * worker (snap_reclock), read by store_result. NULL: not run. */
+  tg_reclock_host_t *rc_hosts;
+  tg_reclock_stats_t rc_stats;
+  int rc_err;     /* its failure: the file stays as ClockSync placed it */
+  bool rc_done;   /* ran to its end, whether a host moved or not */
+  /* The host index of the rewritten file (index followed to its new
+   * places); NULL: not rewritten, or the index could not follow. */
+  tg_coll_index_builder_t *rc_index;
+  const char *rc_index_why; /* why it could not: static text */
 };
 
 const uint32_t coll_dur_bounds_ms[8] = {100,  500,   1000,  2500,
@@ -511,9 +524,123 @@ static int64_t host_real_ms(const tg_fleet_host_t *fh, uint64_t boot_ns) {
 
 static void after_sync(uv_work_t *w, int status);
 
+/* --- clocks from requests ----------------------------------------------- */
+
+static tg_merge_host_t *snap_merge_host(void *ctx, size_t i) {
+  coll_snap_t *s = ctx;
+  return i < s->n ? &s->hosts[i].mh : NULL;
+}
+
+/* Whether to write the snapshot again with its hosts placed by the
+ * requests between them (reclock.h), and their ClockSync bounds; on the
+ * loop, once every host's packets are in. */
+static void reclock_prepare(coll_snap_t *s) {
+  if (!s->c->cfg.merge_clock_from_requests || s->write_err ||
+      s->m.app_tracks != TG_MERGE_APP_JOINED ||
+      !tg_merge_links_across(s->n, snap_merge_host, s))
+    return;
+  if (!(s->rc_hosts = calloc(s->n, sizeof(*s->rc_hosts)))) {
+    TG_WARN("snapshot %016" PRIx64 ": kept as ClockSync placed its hosts: "
+            "out of memory for the pass over its requests", s->id);
+    return;
+  }
+  for (size_t i = 0; i < s->n; i++)
+    if (s->hosts[i].fh)
+      s->rc_hosts[i].bound_ns = tg_reclock_bound(&s->hosts[i].fh->report.clock);
+}
+
+typedef struct rc_file {
+  int in;
+  tg_coll_writer_t *w;
+  tg_coll_index_remap_t *remap; /* NULL: no index to follow */
+} rc_file_t;
+
+static ssize_t rc_read(void *ctx, uint8_t *buf, size_t cap) {
+  return tg_reclock_fd_read(((rc_file_t *)ctx)->in, buf, cap);
+}
+
+static int rc_rewind(void *ctx) {
+  return tg_reclock_fd_rewind(((rc_file_t *)ctx)->in);
+}
+
+static int rc_write(void *ctx, const uint8_t *p, size_t n) {
+  rc_file_t *f = ctx;
+  return tg_coll_writer_write(f->w, p, n);
+}
+
+static void rc_span(void *ctx, uint64_t in, uint64_t in_n, uint64_t out,
+                    uint64_t out_n) {
+  rc_file_t *f = ctx;
+  if (f->remap) tg_coll_index_remap_span(f->remap, in, in_n, out, out_n);
+}
+
+/* tg_coll_writer_rewrite's pass: -ECANCELED when no host moved (the file
+ * is kept as it was written). */
+static int rc_rewrite(void *ctx, int in, tg_coll_writer_t *w) {
+  coll_snap_t *s = ctx;
+  rc_file_t f = {.in = in, .w = w};
+  if (s->index && !(f.remap = tg_coll_index_remap_new(s->index)))
+    return -ENOMEM;
+  tg_reclock_io_t io = {.read = rc_read, .rewind = rc_rewind,
+                        .write = rc_write, .span = rc_span, .ctx = &f};
+  int rv = tg_reclock_run(&io, s->rc_hosts, s->n, &s->rc_stats);
+  if (rv == 0 && !s->rc_stats.rewritten) rv = -ECANCELED;
+  if (rv == 0 && f.remap) {
+    s->rc_index = tg_coll_index_remap_end(f.remap, &s->rc_index_why);
+    if (!s->rc_index && !s->rc_index_why) s->rc_index_why = "out of memory";
+    f.remap = NULL;
+  }
+  tg_coll_index_remap_free(f.remap);
+  return rv;
+}
+
+/* On the sync worker, before the file is synced: the second pass, which
+ * touches only the writer, the hosts' rc_hosts and the old index (no
+ * host adds bytes any more). */
+static void snap_reclock(coll_snap_t *s) {
+  int rv = tg_coll_writer_rewrite(s->w, rc_rewrite, s);
+  s->rc_done = rv == 0 || rv == -ECANCELED;
+  if (!s->rc_done) {
+    s->rc_err = rv;
+    return;
+  }
+  if (rv == 0) tg_coll_writer_set_index(s->w, s->rc_index);
+}
+
 static void sync_work(uv_work_t *w) {
   coll_snap_t *s = w->data;
+  if (s->rc_hosts) snap_reclock(s);
   s->sync_err = tg_coll_writer_sync(s->w);
+}
+
+/* What the pass did, in the log and the metrics (on the loop). */
+static void reclock_said(coll_snap_t *s) {
+  if (!s->rc_hosts) return;
+  coll_counts_t *k = &s->c->counts;
+  if (s->rc_err == -ENOTSUP) {
+    TG_INFO("snapshot %016" PRIx64 ": kept as ClockSync placed its hosts: "
+            "a bucket's store uploads the file as it is written, so there "
+            "is none to read again by its requests", s->id);
+    return;
+  }
+  if (!s->rc_done) {
+    k->snapshots_reclock_failed++;
+    TG_WARN("snapshot %016" PRIx64 ": kept as ClockSync placed its hosts: "
+            "the pass over its requests failed: %s", s->id,
+            tg_strerror(s->rc_err));
+    return;
+  }
+  if (!s->rc_stats.rewritten) return;
+  k->snapshots_reclocked++;
+  TG_INFO("snapshot %016" PRIx64 ": %zu host%s placed by %" PRIu64
+          " requests seen on two hosts (%" PRIu64 " bytes written again)",
+          s->id, s->rc_stats.hosts_moved,
+          s->rc_stats.hosts_moved == 1 ? "" : "s", s->rc_stats.pairs,
+          s->rc_stats.bytes_out);
+  if (s->index && !s->rc_index)
+    TG_WARN("snapshot %016" PRIx64 ": stored without its host index: it "
+            "could not follow the pass over its requests (%s)", s->id,
+            s->rc_index_why ? s->rc_index_why : "unknown");
 }
 
 /* |bytes|: the file's, taken before finish consumed the writer. */
@@ -543,6 +670,8 @@ static void snap_free(uv_handle_t *t) {
   tg_merge_free(&s->m);
   tg_buf_free(&s->out);
   tg_coll_index_builder_free(s->index);
+  tg_coll_index_builder_free(s->rc_index);
+  free(s->rc_hosts);
   free(s->hosts);
   free(s);
 }
@@ -645,17 +774,11 @@ static void host_problems(coll_snap_t *s, snap_host_t *sh, char *text,
   r->error = sh->err;
 }
 
-static tg_merge_host_t *snap_merge_host(void *ctx, size_t i) {
-  coll_snap_t *s = ctx;
-  return i < s->n ? &s->hosts[i].mh : NULL;
-}
-
 /* The end of the snapshot's merge: flows whose other end is not in it
  * (merge.h), each host's flows as its row's links and in the metrics,
  * and what the joined mode left out of each host's app tracks, in the log
  * (docs/merge.md, "Links across hosts"). */
 static void snap_links_end(coll_snap_t *s) {
-  tg_merge_links_end(&s->m, s->n, snap_merge_host, s);
   for (size_t i = 0; i < s->n; i++) {
     snap_host_t *sh = &s->hosts[i];
     const tg_merge_host_t *mh = &sh->mh;
@@ -665,9 +788,17 @@ static void snap_links_end(coll_snap_t *s) {
     json_t *o = sh->st == COLL_SH_SKIPPED
                     ? NULL
                     : tg_merge_links_json(s->m.app_tracks, mh);
-    /* Nine counts and a mode fit the column (catalog.h); a row without
-     * them says "none". */
-    size_t n = o ? json_dumpb(o, sh->links, TG_COLL_LINKS_MAX, JSON_COMPACT)
+    /* How the second pass placed the host, when it ran. */
+    if (o && s->rc_done &&
+        json_object_set_new(o, "clock_from_requests",
+                            tg_reclock_host_json(&s->rc_hosts[i])) < 0) {
+      json_decref(o);
+      o = NULL;
+    }
+    /* Nine counts, a mode and the pass's eight values fit the column
+     * (catalog.h); a row without them says "none". */
+    size_t n = o ? json_dumpb(o, sh->links, TG_COLL_LINKS_MAX,
+                              JSON_COMPACT | JSON_REAL_PRECISION(9))
                  : 0;
     sh->links[n <= TG_COLL_LINKS_MAX ? n : 0] = 0;
     json_decref(o);
@@ -701,7 +832,7 @@ static void store_result(coll_snap_t *s) {
     rs = NULL;
   }
   uint64_t packets = 0;
-  for (size_t i = 0; i < s->n; i++) snap_state_end(&s->hosts[i]);
+  reclock_said(s);
   snap_links_end(s);
   for (size_t i = 0; rs && i < s->n; i++) {
     snap_host_t *sh = &s->hosts[i];
@@ -782,6 +913,11 @@ static void maybe_finish(coll_snap_t *s) {
   s->finishing = true;
   uv_timer_stop(&s->deadline);
   flush_out(s);
+  /* Every host's packets are in: the merge's ends, then whether the file
+   * is to be written again by its requests (on the worker). */
+  for (size_t i = 0; i < s->n; i++) snap_state_end(&s->hosts[i]);
+  tg_merge_links_end(&s->m, s->n, snap_merge_host, s);
+  reclock_prepare(s);
   s->work.data = s;
   if (s->write_err ||
       uv_queue_work(s->c->loop, &s->work, sync_work, after_sync) != 0)

@@ -353,5 +353,11 @@ static inline uint64_t tg_merge_joined_left_out(const tg_merge_host_t *mh) {
 void tg_merge_links_end(tg_merge_t *m, size_t n,
                         tg_merge_host_t *(*host_at)(void *ctx, size_t i),
                         void *ctx);
+/* After tg_merge_links_end(): whether some flow's two ends are on two
+ * of the |n| hosts (flows_across), so that a second pass can place hosts
+ * by their requests (reclock.h). */
+bool tg_merge_links_across(size_t n,
+                           tg_merge_host_t *(*host_at)(void *ctx, size_t i),
+                           void *ctx);
 
 #endif /* TRACEGATE_CONSUMER_FLEET_MERGE_H */

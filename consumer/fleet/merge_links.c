@@ -781,6 +781,16 @@ void tg_merge_links_end(tg_merge_t *m, size_t n,
   tg_u64_map_free(&m->flows);
 }
 
+bool tg_merge_links_across(size_t n,
+                           tg_merge_host_t *(*host_at)(void *ctx, size_t i),
+                           void *ctx) {
+  for (size_t i = 0; i < n; i++) {
+    const tg_merge_host_t *mh = host_at(ctx, i);
+    if (mh && mh->flows_across) return true;
+  }
+  return false;
+}
+
 /* --- the write --------------------------------------------------------------------- */
 
 int tg__links_write(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,

@@ -31,6 +31,7 @@
 
 #include "common/notice.h"
 #include "consumer/fleet/merge.h"
+#include "consumer/fleet/reclock.h"
 
 typedef enum tg_merge_left_reason {
   TG_MERGE_LEFT_STATE_LOST = 0,
@@ -91,6 +92,18 @@ const char *tg_merge_left_out_line(const tg_merge_left_out_t *l, char *buf,
  * NULL out of memory. */
 json_t *tg_merge_links_json(tg_merge_app_tracks_t mode,
                             const tg_merge_host_t *mh);
+
+/* How the second pass placed a host by its requests (reclock.h), as
+ * `record --summary-json`'s hosts[].clock_from_requests and the
+ * collector's host row's links.clock_from_requests say it:
+ *
+ *   {"samples_used": 298, "samples_rejected": 0, "anchor": false,
+ *    "moved": true, "offset_us": -12.5, "drift_ppm": 3.1,
+ *    "margin_us": 4.2, "packets_moved": 5120}
+ *
+ * offset, drift and margin are 0, 0 and null for a host not moved. JSON
+ * null for |r| NULL (no second pass); NULL out of memory. */
+json_t *tg_reclock_host_json(const tg_reclock_host_t *r);
 
 /* The problem of |mh|'s flows whose other end is not in the file, or past
  * the merge's bound: NULL when it has none (or out of memory), else

@@ -708,15 +708,17 @@ int tg_reclock_rewrite(tg_reclock_t *rc, const tg_reclock_io_t *io,
   frame_t fr;
   tg__rc_seqs_reset(rc);
   while ((rv = rd_next(&r, &fr)) == 0 && fr.kind != FR_END) {
+    uint64_t in = r.pos, out = w.bytes;
     if (fr.kind == FR_RAW) {
       if ((rv = rd_pass(&r, fr.raw_n, &w)) < 0) break;
-      continue;
+    } else {
+      const uint8_t *frame = r.buf + r.beg;
+      rv = rewrite_packet(rc, hosts, &w, frame + fr.hdr_n, fr.body_n);
+      if (rv == 0) rv = wr_put(&w, frame, fr.hdr_n + fr.body_n);
+      if (rv < 0) break;
+      rd_take(&r, fr.hdr_n + fr.body_n);
     }
-    const uint8_t *frame = r.buf + r.beg;
-    rv = rewrite_packet(rc, hosts, &w, frame + fr.hdr_n, fr.body_n);
-    if (rv == 0) rv = wr_put(&w, frame, fr.hdr_n + fr.body_n);
-    if (rv < 0) break;
-    rd_take(&r, fr.hdr_n + fr.body_n);
+    if (io->span) io->span(io->ctx, in, r.pos - in, out, w.bytes - out);
   }
   if (rv >= 0) rv = wr_flush(&w);
   st->bytes_out = w.bytes;
@@ -724,6 +726,14 @@ int tg_reclock_rewrite(tg_reclock_t *rc, const tg_reclock_io_t *io,
   tg_buf_free(&w.buf);
   free(r.buf);
   return rv < 0 ? rv : 0;
+}
+
+uint64_t tg_reclock_bound(const tg_clock_sync_t *c) {
+  uint64_t best = 0, first = 0;
+  if (!c->estimates) return 0;
+  (void)tg_clock_offset(&c->best, &best);
+  (void)tg_clock_offset(&c->first, &first);
+  return best > first ? best : first;
 }
 
 int tg_reclock_run(const tg_reclock_io_t *io, tg_reclock_host_t *hosts,

@@ -39,6 +39,7 @@
 #include <sys/types.h>
 
 #include "common/buf.h"
+#include "consumer/fleet/clock_sync.h"
 
 /* Bounds of the scan's tables, so that no file makes them grow without
  * end: flow ids whose halves are kept; host sequences and (sequence,
@@ -85,6 +86,14 @@ typedef struct tg_reclock_io {
   /* Optional: |bytes| of the file read so far in |pass| (1: scan, 2:
    * rewrite), every few megabytes. */
   void (*progress)(void *ctx, int pass, uint64_t bytes);
+  /* Optional (rewrite only): bytes [in, in + in_n) of the file were
+   * written as [out, out + out_n) of the new one. Called once per
+   * top-level packet, and once per run of bytes that does not frame as
+   * one, in file order: an owner that indexes the file by byte ranges
+   * (the collector's host index) follows its packets to their new
+   * places. */
+  void (*span)(void *ctx, uint64_t in, uint64_t in_n, uint64_t out,
+               uint64_t out_n);
   void *ctx;
 } tg_reclock_io_t;
 
@@ -101,6 +110,13 @@ typedef struct tg_reclock_mem {
 tg_reclock_io_t tg_reclock_mem_io(tg_reclock_mem_t *m, const uint8_t *in,
                                   size_t n, size_t step);
 void tg_reclock_mem_free(tg_reclock_mem_t *m);
+
+/* For owners whose reader is a file descriptor |fd| (the CLI's merged
+ * file, the collector's snapshot): read() past EINTR, as io->read (a
+ * negative errno on failure), and a seek back to its first byte, as
+ * io->rewind. */
+ssize_t tg_reclock_fd_read(int fd, uint8_t *buf, size_t cap);
+int tg_reclock_fd_rewind(int fd);
 
 /* One host (machine k + 1, sequence ids (k + 1) << 20). */
 typedef struct tg_reclock_host {
@@ -160,6 +176,12 @@ void tg_reclock_set_constant(tg_reclock_t *rc, size_t k, int64_t ns);
  * first). 0, or the reader's or writer's negative error, or -ENOMEM. */
 int tg_reclock_rewrite(tg_reclock_t *rc, const tg_reclock_io_t *io,
                        tg_reclock_host_t *hosts, tg_reclock_stats_t *st);
+
+/* A host's ClockSync bound for tg_reclock_host_t.bound_ns: half the
+ * round trip of its estimate or of its first one, whichever is larger
+ * (the estimate placed the host's data, the first one its earliest); 0
+ * (unknown) before any estimate. */
+uint64_t tg_reclock_bound(const tg_clock_sync_t *c);
 
 /* Scan, place and, when a host moved, rewrite. 0 (st->rewritten says
  * whether a new file was written), or a negative error. */

@@ -1,5 +1,8 @@
-/* The pass's reader and writer over memory (reclock.h, tg_reclock_mem). */
+/* The pass's reader and writer over memory (reclock.h, tg_reclock_mem),
+ * and its read and rewind over a file descriptor. */
+#include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "consumer/fleet/reclock.h"
 
@@ -32,7 +35,20 @@ tg_reclock_io_t tg_reclock_mem_io(tg_reclock_mem_t *m, const uint8_t *in,
   m->n = n;
   m->step = step;
   tg_buf_init(&m->out, 0);
-  return (tg_reclock_io_t){mem_read, mem_rewind, mem_write, NULL, m};
+  return (tg_reclock_io_t){.read = mem_read, .rewind = mem_rewind,
+                           .write = mem_write, .ctx = m};
 }
 
 void tg_reclock_mem_free(tg_reclock_mem_t *m) { tg_buf_free(&m->out); }
+
+ssize_t tg_reclock_fd_read(int fd, uint8_t *buf, size_t cap) {
+  for (;;) {
+    ssize_t n = read(fd, buf, cap);
+    if (n >= 0) return n;
+    if (errno != EINTR) return -errno;
+  }
+}
+
+int tg_reclock_fd_rewind(int fd) {
+  return lseek(fd, 0, SEEK_SET) < 0 ? -errno : 0;
+}

@@ -578,6 +578,23 @@ static void config_takes_merge_app_tracks(void **state) {
                      "merge_app_tracks: expected");
 }
 
+/* merge_clock_from_requests: true by default, or false; nothing else. */
+static void config_takes_merge_clock_from_requests(void **state) {
+  (void)state;
+  tg_coll_config_t c;
+  expect_extra_ok("", &c);
+  assert_true(c.merge_clock_from_requests);
+  tg_coll_config_free(&c);
+  expect_extra_ok("merge_clock_from_requests = false\n", &c);
+  assert_false(c.merge_clock_from_requests);
+  tg_coll_config_free(&c);
+  expect_extra_ok("merge_clock_from_requests = true\n", &c);
+  assert_true(c.merge_clock_from_requests);
+  tg_coll_config_free(&c);
+  expect_extra_error("merge_clock_from_requests = on\n", 4,
+                     "merge_clock_from_requests: expected");
+}
+
 static void config_comments_need_a_blank_before_their_hash(void **state) {
   (void)state;
   tg_coll_config_t c;
@@ -1334,6 +1351,7 @@ int main(void) {
       cmocka_unit_test(config_loads_a_file_relative_to_its_directory),
       cmocka_unit_test(config_takes_merge_allow_fields),
       cmocka_unit_test(config_takes_merge_app_tracks),
+      cmocka_unit_test(config_takes_merge_clock_from_requests),
       cmocka_unit_test(config_perf_boost_keys),
       cmocka_unit_test(config_perf_boost_budget_keys),
   };

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <zlib.h>
 
 #include "coll_fixture.h"
 #include "collector/snap_index.h"
@@ -205,6 +206,94 @@ static void index_gives_up_past_its_bound(void **state) {
   tg_coll_index_builder_free(b);
 }
 
+/* --- after a rewrite ------------------------------------------------------ */
+
+/* sample()'s trace written again as a second pass writes it, one piece a
+ * packet: the head's first packet grows by 4, a's first by 2, the piece
+ * of b by 6, c's last two by 1 each; the rest as they were. The index
+ * follows: each host's runs where its bytes now are, coalesced as
+ * before, nobody's bytes nobody's. */
+static void remap_follows_packets_to_their_new_places(void **state) {
+  (void)state;
+  tg_coll_index_builder_t *old = sample();
+  tg_coll_index_remap_t *r = tg_coll_index_remap_new(old);
+  assert_non_null(r);
+  /* in, in_n, growth */
+  static const uint64_t pieces[][3] = {
+      {0, 60, 4},    {60, 40, 0},  /* the head */
+      {100, 50, 2},  {150, 50, 0}, /* a */
+      {200, 300, 6},               /* b */
+      {500, 10, 0},                /* c */
+      {510, 90, 0},                /* a */
+      {600, 200, 1}, {800, 200, 1}, /* c */
+      {1000, 9000, 0},             /* b */
+  };
+  uint64_t out = 0;
+  for (size_t i = 0; i < sizeof(pieces) / sizeof(pieces[0]); i++) {
+    uint64_t n = pieces[i][1] + pieces[i][2];
+    tg_coll_index_remap_span(r, pieces[i][0], pieces[i][1], out, n);
+    out += n;
+  }
+  const char *why = "unset";
+  tg_coll_index_builder_t *b = tg_coll_index_remap_end(r, &why);
+  assert_non_null(b);
+  assert_null(why);
+  int fd = write_tmp(b, out);
+  tg_coll_index_builder_free(b);
+  tg_coll_index_builder_free(old);
+  tg_coll_index_t ix;
+  assert_int_equal(tg_coll_index_read(fd, out, &ix), 0);
+  assert_int_equal(ix.head_bytes, 104);
+  size_t h;
+  assert_int_equal(tg_coll_index_find(&ix, "ssh://u@c", 9, &h), 0);
+  assert_int_equal(h, 2);
+  size_t a[] = {0}, bb[] = {1}, c[] = {2};
+  tg_coll_extent_t wa[] = {{0, 206}, {522, 90}};
+  plan_of(&ix, fd, a, 1, wa, 2, 296);
+  tg_coll_extent_t wb[] = {{0, 104}, {206, 306}, {1014, 9000}};
+  plan_of(&ix, fd, bb, 1, wb, 3, 9410);
+  tg_coll_extent_t wc[] = {{0, 104}, {512, 10}, {612, 402}};
+  plan_of(&ix, fd, c, 1, wc, 3, 516);
+  assert_int_equal(out, 10014);
+  size_t all[] = {0, 1, 2};
+  tg_coll_extent_t wall[] = {{0, out}};
+  plan_of(&ix, fd, all, 3, wall, 1, out);
+  tg_coll_index_free(&ix);
+  close(fd);
+}
+
+/* Pieces that cross two hosts' runs or the head's end, or that skip or
+ * repeat bytes, make the remap give up, saying why. */
+static void remap_gives_up_on_pieces_it_cannot_place(void **state) {
+  (void)state;
+  static const uint64_t bad[][2] = {
+      {90, 20},  /* across the head's end */
+      {180, 40}, /* across a's run and b's */
+  };
+  for (size_t i = 0; i < 3; i++) {
+    tg_coll_index_builder_t *old = sample();
+    tg_coll_index_remap_t *r = tg_coll_index_remap_new(old);
+    assert_non_null(r);
+    if (i < 2) {
+      uint64_t at = bad[i][0];
+      tg_coll_index_remap_span(r, 0, at, 0, at);
+      tg_coll_index_remap_span(r, at, bad[i][1], at, bad[i][1]);
+    } else {
+      tg_coll_index_remap_span(r, 0, 100, 0, 100);
+      tg_coll_index_remap_span(r, 150, 50, 100, 50); /* skips a's first */
+    }
+    const char *why = NULL;
+    assert_null(tg_coll_index_remap_end(r, &why));
+    assert_non_null(why);
+    tg_coll_index_builder_free(old);
+  }
+  /* Freed unfinished: nothing leaks (ASan). */
+  tg_coll_index_builder_t *old = sample();
+  tg_coll_index_remap_free(tg_coll_index_remap_new(old));
+  tg_coll_index_remap_free(NULL);
+  tg_coll_index_builder_free(old);
+}
+
 /* --- in the store --------------------------------------------------------- */
 
 static bool exists(const coll_fixture_t *fx, const char *sub, uint64_t id,
@@ -289,6 +378,69 @@ static void store_keeps_index_with_its_snapshot(void **state) {
   assert_int_equal(tg_coll_store_open_index(fx->store, id, &fd), -ENOENT);
 }
 
+/* tg_coll_writer_rewrite's pass: the old bytes each followed by one
+ * byte, read from |in|; -EIO after |ctx| bytes when it is not SIZE_MAX. */
+typedef struct rw_ctx {
+  size_t fail_after;
+} rw_ctx_t;
+
+static int double_each(void *ctx, int in, tg_coll_writer_t *w) {
+  const rw_ctx_t *c = ctx;
+  uint8_t b[2];
+  size_t done = 0;
+  while (read(in, b, 1) == 1) {
+    if (done++ == c->fail_after) return -EIO;
+    b[1] = (uint8_t)~b[0];
+    int rv = tg_coll_writer_write(w, b, 2);
+    if (rv) return rv;
+  }
+  return 0;
+}
+
+/* A snapshot written again before it is finished: what the pass wrote
+ * is what is stored, with its size and checksum, and nothing is left in
+ * tmp/; a pass that fails leaves the writer as it was, its bytes then
+ * stored as written. */
+static void store_rewrite_replaces_the_file_or_keeps_it(void **state) {
+  coll_fixture_t *fx = coll_fx(state);
+  for (int fail = 0; fail < 2; fail++) {
+    tg_coll_begin_t bg = {.trigger = "t", .reason = "r", .origin = ""};
+    tg_coll_writer_t *w;
+    uint64_t id;
+    assert_int_equal(tg_coll_store_begin(fx->store, &bg, &w, &id), 0);
+    uint8_t buf[300];
+    coll_fill(buf, sizeof(buf), id);
+    assert_int_equal(tg_coll_writer_write(w, buf, sizeof(buf)), 0);
+    rw_ctx_t c = {.fail_after = fail ? 120 : SIZE_MAX};
+    assert_int_equal(tg_coll_writer_rewrite(w, double_each, &c),
+                     fail ? -EIO : 0);
+    assert_int_equal(tg_coll_writer_bytes(w), fail ? 300 : 600);
+    tg_coll_host_result_t hr = {.host = "h0", .outcome = TG_COLL_HOST_OK,
+                                .bytes = 300, .packets = 1};
+    tg_coll_result_t r = {.packets = 1, .hosts = &hr, .n_hosts = 1};
+    assert_int_equal(tg_coll_store_finish(fx->store, w, &r), 0);
+    assert_int_equal(coll_count_entries(fx->dir, TG_COLL_TMP_DIR), 0);
+    int fd;
+    assert_int_equal(tg_coll_store_open_file(fx->store, id, &fd), 0);
+    uint8_t got[700];
+    ssize_t n = read(fd, got, sizeof(got));
+    close(fd);
+    assert_int_equal(n, fail ? 300 : 600);
+    for (size_t i = 0; i < 300; i++) {
+      if (fail) {
+        assert_int_equal(got[i], buf[i]);
+        continue;
+      }
+      assert_int_equal(got[2 * i], buf[i]);
+      assert_int_equal(got[2 * i + 1], (uint8_t)~buf[i]);
+    }
+    tg_coll_snapshot_t row;
+    assert_int_equal(tg_coll_store_get(fx->store, id, &row), 0);
+    assert_int_equal(row.bytes, fail ? 300 : 600);
+    assert_int_equal(row.crc32, (uint32_t)crc32(0L, got, (uInt)n));
+  }
+}
+
 /* A live snapshot whose file went missing is lost at open: its index goes
  * too. A snapshot written without an index has none to open. */
 static void store_drops_index_of_a_lost_snapshot(void **state) {
@@ -315,10 +467,15 @@ int main(void) {
       cmocka_unit_test(index_host_without_data_is_the_head),
       cmocka_unit_test(index_refuses_every_damaged_byte),
       cmocka_unit_test(index_gives_up_past_its_bound),
+      cmocka_unit_test(remap_follows_packets_to_their_new_places),
+      cmocka_unit_test(remap_gives_up_on_pieces_it_cannot_place),
       cmocka_unit_test_setup_teardown(store_keeps_index_with_its_snapshot,
                                       coll_setup_open, coll_teardown),
       cmocka_unit_test_setup_teardown(store_drops_index_of_a_lost_snapshot,
                                       coll_setup_open, coll_teardown),
+      cmocka_unit_test_setup_teardown(
+          store_rewrite_replaces_the_file_or_keeps_it, coll_setup_open,
+          coll_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

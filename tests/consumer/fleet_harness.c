@@ -430,3 +430,30 @@ pid_t fleet_emit_start(const char *emit, const fleet_host_t *h, int i,
   }
   return pid;
 }
+
+bool fleet_rpc_counts(const char *path, unsigned long long *flows,
+                      unsigned long long *calls, unsigned long long *serves,
+                      unsigned long long *early, unsigned long long *pairs) {
+  char out[256];
+  int rv = tg_test_tp_answer(
+      path,
+      "with f as (select c.ts as cts, s.ts as sts from flow join slice c on "
+      "flow.slice_out = c.id join slice s on flow.slice_in = s.id where "
+      "c.name = 'rpc.call' and s.name = 'rpc.serve'), a as (select s.name, "
+      "s.ts, x.display_value as v from slice s join args x using "
+      "(arg_set_id) where x.key = 'debug.traceparent' and s.name in "
+      "('rpc.call', 'rpc.serve')), p as (select c.ts as cts, s.ts as sts "
+      "from a c join a s on c.v = s.v where c.name = 'rpc.call' and s.name "
+      "= 'rpc.serve') select (select count(*) from f) || ',' || (select "
+      "count(*) from slice where name = 'rpc.call') || ',' || (select "
+      "count(*) from slice where name = 'rpc.serve') || ',' || (select "
+      "count(*) from p where sts < cts) || ',' || (select count(*) from p)",
+      out, sizeof(out));
+  assert_true(rv >= 0);
+  if (rv == 0) return false;
+  assert_int_equal(
+      sscanf(out, "\"%llu,%llu,%llu,%llu,%llu\"", flows, calls, serves, early,
+             pairs),
+      5);
+  return true;
+}

@@ -199,6 +199,19 @@ int fleet_cli_wait(fleet_cli_t *c);
 pid_t fleet_emit_start(const char *emit, const fleet_host_t *h, int i,
                        const char *const *mode_args, unsigned *port);
 
+/* Trace processor's counts of the requests between tracegate-emit's
+ * --rpc-client and --rpc-server in the trace at |path|: flows from an
+ * rpc.call slice to an rpc.serve one, the slices of each name, the
+ * requests seen on both ends (matched by their traceparent argument,
+ * whether trace processor joined their flow or not) and of those the ones
+ * whose rpc.serve begins before its rpc.call. (A server's slice may end
+ * after its answer reached the client: it goes on after sending.) False
+ * without trace processor (PERFETTO_BIN unset); a failed query fails the
+ * test. */
+bool fleet_rpc_counts(const char *path, unsigned long long *flows,
+                      unsigned long long *calls, unsigned long long *serves,
+                      unsigned long long *early, unsigned long long *pairs);
+
 /* --- waits -------------------------------------------------------------------------- */
 
 /* Waits until the file |path| (a daemon's log: it has no other way to say

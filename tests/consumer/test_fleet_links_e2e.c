@@ -60,40 +60,6 @@ static void record_requests(fleet_host_t *hs, const char *mode,
   assert_int_equal(tg_test_stop(server, SIGTERM, FLEET_WAIT_MS), 0);
 }
 
-/* Trace processor's "flows,calls,serves,early,pairs" of |path|: flows
- * from an rpc.call slice to an rpc.serve one, the slices of each name,
- * and the requests seen on both ends (matched by their traceparent
- * argument, whether trace processor joined their flow or not) and of
- * those the ones whose rpc.serve begins before its rpc.call. (A server's
- * slice may end after its answer reached the client: it goes on after
- * sending.) */
-static bool tp_counts(const char *path, unsigned long long *flows,
-                      unsigned long long *calls, unsigned long long *serves,
-                      unsigned long long *early, unsigned long long *pairs) {
-  char out[256];
-  int rv = tg_test_tp_answer(
-      path,
-      "with f as (select c.ts as cts, s.ts as sts from flow join slice c on "
-      "flow.slice_out = c.id join slice s on flow.slice_in = s.id where "
-      "c.name = 'rpc.call' and s.name = 'rpc.serve'), a as (select s.name, "
-      "s.ts, x.display_value as v from slice s join args x using "
-      "(arg_set_id) where x.key = 'debug.traceparent' and s.name in "
-      "('rpc.call', 'rpc.serve')), p as (select c.ts as cts, s.ts as sts "
-      "from a c join a s on c.v = s.v where c.name = 'rpc.call' and s.name "
-      "= 'rpc.serve') select (select count(*) from f) || ',' || (select "
-      "count(*) from slice where name = 'rpc.call') || ',' || (select "
-      "count(*) from slice where name = 'rpc.serve') || ',' || (select "
-      "count(*) from p where sts < cts) || ',' || (select count(*) from p)",
-      out, sizeof(out));
-  assert_true(rv >= 0);
-  if (rv == 0) return false;
-  assert_int_equal(
-      sscanf(out, "\"%llu,%llu,%llu,%llu,%llu\"", flows, calls, serves, early,
-             pairs),
-      5);
-  return true;
-}
-
 /* Two hosts, their relays' logs relay-TAG<i>.log. */
 static void start_two(fleet_host_t hs[2], const char *tag) {
   for (int i = 0; i < 2; i++) {
@@ -137,7 +103,7 @@ static void requests_across_hosts_are_joined_by_default(void **state) {
       !strcmp(tg_test_json(sum, "hosts.1.clock_from_requests.anchor"), "true");
   assert_true(anchor0 != anchor1);
   unsigned long long flows, calls, serves, early, pairs;
-  if (tp_counts(out, &flows, &calls, &serves, &early, &pairs)) {
+  if (fleet_rpc_counts(out, &flows, &calls, &serves, &early, &pairs)) {
     fprintf(stderr, "joined: flows %llu, calls %llu, serves %llu, pairs "
             "%llu, early %llu\n", flows, calls, serves, pairs, early);
     /* No server slice before its client's request, of all the requests
@@ -166,7 +132,7 @@ static void machines_mode_joins_no_request_across_hosts(void **state) {
   assert_json(sum, "hosts.0.links.joined", "0");
   assert_json(sum, "hosts.0.clock_from_requests", "null");
   unsigned long long flows, calls, serves, early, pairs;
-  if (tp_counts(out, &flows, &calls, &serves, &early, &pairs)) {
+  if (fleet_rpc_counts(out, &flows, &calls, &serves, &early, &pairs)) {
     assert_true(calls > 0 && serves > 0 && pairs > 0);
     assert_int_equal(flows, 0);
   }
