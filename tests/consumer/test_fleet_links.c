@@ -388,6 +388,32 @@ static void trace_processor_joins_flows_across_hosts(void **state) {
       "severity in ('error', 'data_loss') and value > 0)",
       out, sizeof(out)));
   assert_string_equal(out, "\"10000:2:2:0\"\n");
+  /* What Perfetto's UI asks when a slice is selected, to draw its arrows
+   * (ui/src/core/flow_manager.ts, sliceSelected: directly_connected_flow
+   * of the slice, each end's slice, thread track, thread and process):
+   * every client slice gives one arrow, to a server slice on a thread
+   * track of beta's process, from a thread track of alpha's; no request
+   * connects to anything else. Asked of some of them (ids that are
+   * multiples of 10): the function is a query per slice. */
+  assert_true(tp_last_line(
+      fx,
+      "include perfetto module slices.flow; "
+      "with c as (select id from slice where name = 'client' and id % 10 = "
+      "0), a as (select f.slice_out, f.slice_in, po.name as pout, pi.name as "
+      "pin, s.name as sin from c join directly_connected_flow(c.id) f join "
+      "slice s on s.id = f.slice_in join slice o on o.id = f.slice_out join "
+      "thread_track tto on tto.id = o.track_id join thread tho on tho.utid = "
+      "tto.utid join process po on po.upid = tho.upid join thread_track tti "
+      "on tti.id = s.track_id join thread thi on thi.utid = tti.utid join "
+      "process pi on pi.upid = thi.upid) select (select count(*) from c) || "
+      "':' || (select count(*) from a where pout = 'alpha/client' and pin = "
+      "'beta/server' and sin = 'server') || ':' || (select count(*) from a)",
+      out, sizeof(out)));
+  unsigned long long asked, arrows, rows;
+  assert_int_equal(sscanf(out, "\"%llu:%llu:%llu", &asked, &arrows, &rows), 3);
+  assert_true(asked >= REQUESTS / 10);
+  assert_int_equal(arrows, asked);
+  assert_int_equal(rows, asked);
 }
 
 int main(void) {
