@@ -11,10 +11,16 @@
 #define STEP (256u << 10)
 
 int tg_packets_inflate(const uint8_t *z, size_t n, tg_buf_t *out) {
+  return tg_inflate_capped(z, n, false, out);
+}
+
+int tg_inflate_capped(const uint8_t *z, size_t n, bool gzip, tg_buf_t *out) {
   tg_buf_reset(out);
   z_stream s;
   memset(&s, 0, sizeof(s));
-  if (inflateInit(&s) != Z_OK) return -ENOMEM;
+  /* 15: the largest window, what every deflater may use; +16: a gzip
+   * header and trailer (RFC 1952) instead of zlib's. */
+  if (inflateInit2(&s, gzip ? 15 + 16 : 15) != Z_OK) return -ENOMEM;
   s.next_in = (Bytef *)(uintptr_t)z;
   s.avail_in = (uInt)(n > UINT32_MAX ? UINT32_MAX : n);
   int rv = 0;

@@ -8,6 +8,7 @@
 #ifndef TRACEGATE_CONSUMER_PACKET_INFLATE_H
 #define TRACEGATE_CONSUMER_PACKET_INFLATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,6 +23,11 @@
  * output). Returns 0, TG_EBAD_COMPRESSED (corrupt, truncated, or more
  * data after the end), or -ENOBUFS past the cap, -ENOMEM. */
 int tg_packets_inflate(const uint8_t *z, size_t n, tg_buf_t *out);
+
+/* The same inflation for any one stream: zlib's format, or with |gzip|
+ * one gzip member (RFC 1952: an HTTP body with Content-Encoding: gzip).
+ * Same returns; bytes after the stream's end are TG_EBAD_COMPRESSED. */
+int tg_inflate_capped(const uint8_t *z, size_t n, bool gzip, tg_buf_t *out);
 
 /* Calls |cb| for each packet of the Trace in [p, p + n), in order; stops
  * at the first non-zero return of |cb| and returns it. Returns 0, or
