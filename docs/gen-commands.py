@@ -46,6 +46,7 @@ PROGRAMS = {
     "tracegate-collector": ("build", "collector/daemon/tracegate-collector"),
     "tracegate-probes": ("build", "agent/probes/tracegate-probes"),
     "tracegate-emit": ("build", "agent/emit/tracegate-emit"),
+    "tracegate-otlp": ("build", "agent/otlp/tracegate-otlp"),
     "tracegate-perf": ("build", "agent/perf/tracegate-perf"),
     "tg-certs": ("src", "deploy/certs/tg-certs"),
 }

@@ -33,6 +33,11 @@ PAGES = {
         [("/etc/tracegate/tracegate.env",
           "TRACEGATE_PROBES_OPTS: flags the unit adds")],
         ["tracegated(1)", "tracegate(1)"]),
+    "tracegate-otlp": (
+        "OpenTelemetry (OTLP/HTTP) trace receiver for tracegated",
+        [("/etc/tracegate/tracegate.env",
+          "TRACEGATE_OTLP_OPTS: flags the unit adds")],
+        ["tracegated(1)", "tracegate(1)", "tracegate-probes(1)"]),
     "tracegate-relay": (
         "tracegated's consumer protocol over mutual TLS",
         [("/etc/tracegate-relay/relay.pem, relay.key",

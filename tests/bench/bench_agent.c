@@ -27,6 +27,7 @@
 #include "tracegate/agent.h"
 #include "tracegate/track_event.h"
 #include "bench_args.h"
+#include "bench_session.h"
 
 #define EVENTS 10000000u
 #define RAW_PACKETS 10000000u
@@ -229,42 +230,12 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  /* One session: a 64 MiB ring, track_event with only "bench" enabled
-   * (Perfetto's idiom: disable "*", enable the list),
+  /* One session: a 64 MiB ring, track_event with only "bench" enabled,
    * and the raw data source. */
   raw_consumer_t c;
-  simple_cfg_t sc;
-  raw_consumer_connect(&c, &ts);
-  simple_cfg_init(&sc, 64 * 1024, 1 /* RING_BUFFER */, "track_event");
-  Perfetto__Protos__TrackEventConfig te =
-      PERFETTO__PROTOS__TRACK_EVENT_CONFIG__INIT;
-  char *enabled[] = {"bench"};
-  char *disabled[] = {"*"};
-  te.n_enabled_categories = 1;
-  te.enabled_categories = enabled;
-  te.n_disabled_categories = 1;
-  te.disabled_categories = disabled;
-  sc.dsc.track_event_config = &te;
-  Perfetto__Protos__TraceConfig__DataSource ds2 =
-      PERFETTO__PROTOS__TRACE_CONFIG__DATA_SOURCE__INIT;
-  Perfetto__Protos__DataSourceConfig dsc2 =
-      PERFETTO__PROTOS__DATA_SOURCE_CONFIG__INIT;
-  dsc2.name = "bench.raw";
-  ds2.config = &dsc2;
-  Perfetto__Protos__TraceConfig__DataSource *dss[] = {&sc.ds, &ds2};
-  sc.cfg.n_data_sources = 2;
-  sc.cfg.data_sources = dss;
-  raw_consumer_enable(&c, &sc.cfg, -1);
-  for (int i = 0; i < 1000 && !(tg_category_enabled(&cat_bench) &&
-                                tg_ds_enabled_mask(g_raw));
-       i++) {
-    struct timespec d = {0, 1000000};
-    nanosleep(&d, NULL);
-  }
-  if (!tg_category_enabled(&cat_bench) || !tg_ds_enabled_mask(g_raw)) {
-    fprintf(stderr, "bench_agent: the session did not start\n");
+  if (bench_session_start("bench_agent", &ts, &c, "bench.raw", &cat_bench,
+                          g_raw) < 0)
     return 1;
-  }
 
   /* On a thread of its own: when it exits, its writers are released and
    * their counts reach the agent's stats. */

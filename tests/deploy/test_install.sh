@@ -31,6 +31,7 @@ DESTDIR=$ROOT "$CMAKE" --install "$BUILD_DIR" >"$WORK/install.log" 2>&1 ||
   { cat "$WORK/install.log"; die "cmake --install"; }
 
 for f in bin/tracegated bin/tracegate-relay bin/tracegate-probes \
+  bin/tracegate-otlp share/man/man1/tracegate-otlp.1 \
   bin/tracegate-emit bin/tracegate bin/tg-certs \
   include/tracegate/agent.h include/tracegate/track_event.h \
   include/tracegate/export.h include/tracegate/error.h \
@@ -51,7 +52,8 @@ for f in libtracegate-agent.so libtracegate-agent.so.1 \
   cmake/tracegate-agent/tracegate-agentConfigVersion.cmake; do
   [ -e "$ROOT$LIBDIR_FULL/$f" ] || die "not installed: $LIBDIR_FULL/$f"
 done
-for u in tracegated tracegate-relay tracegate-probes tracegate-collector; do
+for u in tracegated tracegate-relay tracegate-probes tracegate-otlp \
+  tracegate-collector; do
   [ -e "$ROOT$UNITDIR_FULL/$u.service" ] || die "not installed: $UNITDIR_FULL/$u.service"
 done
 # The units start what was installed, from where it was installed.

@@ -34,8 +34,8 @@ case $UNITDIR in
 esac
 
 UNITS=""
-for name in tracegated tracegate-relay tracegate-probes tracegate-collector \
-            tracegate-perf; do
+for name in tracegated tracegate-relay tracegate-probes tracegate-otlp \
+            tracegate-collector tracegate-perf; do
   # tracegate-perf has no template: one profiler per machine.
   srcs="$name.service"
   [ "$name" = tracegate-perf ] || srcs="$srcs $name@.service"
