@@ -86,7 +86,6 @@ static tg_http_exchange_t *x_new(tg_http_conn_t *conn, int method,
   tg_http_server_t *srv = conn->srv;
   struct lws *wsi = conn->wsi;
   enum lws_token_indexes hs[] = {WSI_TOKEN_HTTP_CONTENT_TYPE,
-                                 WSI_TOKEN_HTTP_CONTENT_ENCODING,
                                  WSI_TOKEN_ORIGIN, WSI_TOKEN_HOST};
   size_t cap = (size_t)uri_len + 1 + sizeof(conn->identity);
   for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++) {
@@ -125,8 +124,6 @@ static tg_http_exchange_t *x_new(tg_http_conn_t *conn, int method,
   x->req.path = at;
   at += uri_len + 1;
   x->req.content_type = copy_hdr(wsi, WSI_TOKEN_HTTP_CONTENT_TYPE, &at, end);
-  x->req.content_encoding =
-      copy_hdr(wsi, WSI_TOKEN_HTTP_CONTENT_ENCODING, &at, end);
   x->req.origin = copy_hdr(wsi, WSI_TOKEN_ORIGIN, &at, end);
   x->req.host = copy_hdr(wsi, WSI_TOKEN_HOST, &at, end);
 

@@ -79,9 +79,6 @@ typedef struct tg_http_request {
   const uint8_t *body; /* the whole body (NULL when body_len is 0) */
   size_t body_len;     /* at most cfg.max_body */
   const char *content_type; /* "" if none */
-  /* Content-Encoding as sent (e.g. "gzip"), "" if none: the layer hands
-   * the body over as it came, the owner decodes it (or answers 415). */
-  const char *content_encoding;
   const char *origin;       /* Origin header, "" if none */
   const char *host;         /* Host header, "" if none */
   /* HTTPS: the identity the client certificate names (auth/

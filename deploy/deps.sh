@@ -7,7 +7,9 @@
 #                        the fuzzers, Chromium for the web page's tests,
 #                        Alertmanager, Ceph's monitor, OSD and S3 gateway
 #                        for the bucket store's tests, dwz for the
-#                        symbolizer's alt-file tests)
+#                        symbolizer's alt-file tests), and OpenTelemetry's
+#                        JavaScript SDK from the npm registry for
+#                        test_otlp_js (into $OTLP_JS_DIR)
 #   deps.sh bench        the same, and the peer tools the benchmarks measure
 #                        against (stunnel4, ssh): without them their rows are
 #                        skipped
@@ -25,14 +27,15 @@ set -eu
 BUILD="cmake ninja-build pkg-config gcc make python3
 libuv1-dev libprotobuf-c-dev protobuf-c-compiler libmbedtls-dev
 libpcre2-dev libjansson-dev zlib1g-dev libzstd-dev libssl-dev libsqlite3-dev
-libpq-dev libwebsockets-dev libdw-dev libcurl4-openssl-dev libexpat1-dev"
+libpq-dev libwebsockets-dev libdw-dev libcurl4-openssl-dev libexpat1-dev
+libmicrohttpd-dev"
 # What the programs run with: tg-certs runs openssl; the collector and
 # `tracegate bridge` load libwebsockets' libuv event loop.
 RUNTIME="openssl libwebsockets-evlib-uv"
 # make test's alone.
 TEST="libcmocka-dev groff-base postgresql clang libclang-rt-14-dev
 chromium chromium-driver libnss3-tools prometheus-alertmanager curl jq
-ceph-mon ceph-osd radosgw linux-perf dwz golang-go"
+ceph-mon ceph-osd radosgw linux-perf dwz golang-go nodejs"
 
 mode="${1:-}"
 case "$mode" in
@@ -84,5 +87,27 @@ if [ "$mode" = deb ]; then
     apt_update "debian/control's Build-Depends"
     # shellcheck disable=SC2086
     $SUDO apt-get build-dep -y -qq --no-install-recommends $profile ./
+  fi
+fi
+
+# test_otlp_js: OpenTelemetry's JavaScript SDK and both OTLP/HTTP
+# exporters, from the npm registry, into OTLP_JS_DIR (the test's default
+# too). One release line whose packages agree on @opentelemetry/api.
+# Debian's nodejs may come without npm (NodeSource's carries its own).
+if [ "$mode" != deb ]; then
+  OTLP_JS_DIR="${OTLP_JS_DIR:-/var/cache/tracegate/otlp-js}"
+  if [ ! -f "$OTLP_JS_DIR/node_modules/@opentelemetry/exporter-trace-otlp-http/package.json" ]; then
+    if ! command -v npm >/dev/null 2>&1; then
+      apt_update npm
+      $SUDO apt-get install -y -qq --no-install-recommends npm
+    fi
+    echo "deps: installing OpenTelemetry's JavaScript SDK into $OTLP_JS_DIR"
+    $SUDO mkdir -p "$OTLP_JS_DIR"
+    $SUDO npm install --prefix "$OTLP_JS_DIR" --no-audit --no-fund \
+      --loglevel=error @opentelemetry/api@1.9 \
+      @opentelemetry/sdk-trace-node@2.2.0 @opentelemetry/sdk-trace-base@2.2.0 \
+      @opentelemetry/resources@2.2.0 \
+      @opentelemetry/exporter-trace-otlp-proto@0.208.0 \
+      @opentelemetry/exporter-trace-otlp-http@0.208.0
   fi
 fi

@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* tracegate-otlp: an OTLP/HTTP trace receiver that writes what apps'
  * OpenTelemetry exporters send into the host's trace (receiver.h,
- * otlp_write.h, docs/otlp.md). The HTTP side runs on a libuv loop of its
- * own thread; main() waits for SIGINT or SIGTERM and then stops it. */
+ * otlp_write.h, docs/otlp.md). The HTTP side runs on libmicrohttpd's
+ * thread; main() waits for SIGINT or SIGTERM and then stops it. */
 #include <errno.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,19 +19,6 @@
 #define PROG "tracegate-otlp"
 
 static otlp_receiver_t rcv;
-static uv_loop_t loop;
-static uv_async_t stop_async;
-
-static void on_stop(uv_async_t *a) {
-  otlp_receiver_stop(&rcv);
-  uv_close((uv_handle_t *)a, NULL);
-}
-
-static void *loop_main(void *arg) {
-  (void)arg;
-  uv_run(&loop, UV_RUN_DEFAULT);
-  return NULL;
-}
 
 static void write_ready(uint64_t fd, unsigned port) {
   if (fd == 0) return;
@@ -127,31 +113,15 @@ int main(int argc, char **argv) {
       .trigger_on_latency = trig_lat,
       .latency_ns = latency_ms * 1000000u,
   };
-  uv_loop_init(&loop);
-  uv_async_init(&loop, &stop_async, on_stop);
-  pthread_t th;
   int status = TG_EXIT_OK;
-  if (otlp_receiver_start(&rcv, &loop, &rc) < 0) {
+  if (otlp_receiver_start(&rcv, &rc) < 0) {
     status = TG_EXIT_FAIL;
-    uv_close((uv_handle_t *)&stop_async, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
   } else {
     write_ready(ready_fd, otlp_receiver_port(&rcv));
-    if (pthread_create(&th, NULL, loop_main, NULL) != 0) {
-      TG_ERROR("cannot start the loop thread");
-      otlp_receiver_stop(&rcv);
-      uv_close((uv_handle_t *)&stop_async, NULL);
-      uv_run(&loop, UV_RUN_DEFAULT);
-      status = TG_EXIT_FAIL;
-    } else {
-      int sig;
-      sigwait(&sigs, &sig);
-      uv_async_send(&stop_async);
-      pthread_join(th, NULL);
-    }
+    int sig;
+    sigwait(&sigs, &sig);
   }
-  uv_loop_close(&loop);
+  otlp_receiver_stop(&rcv);
   tg_agent_shutdown();
-  otlp_receiver_free(&rcv);
   return status;
 }

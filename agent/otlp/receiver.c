@@ -2,7 +2,11 @@
 /* tracegate-otlp's HTTP side; see receiver.h. */
 #include "agent/otlp/receiver.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +20,12 @@
 #include "tracegate/error.h"
 
 #define DEFAULT_MAX_BODY (4u << 20)
+/* libmicrohttpd's bounds: connections in all and from one address, idle
+ * seconds, and each connection's memory for its request head. */
+#define MAX_CONNS 64
+#define MAX_CONNS_PER_IP 16
+#define TIMEOUT_S 30
+#define HEADER_MEMORY (64u << 10)
 #define RETRY_AFTER_S "1"
 
 enum { MODE_WRITE, MODE_REFUSE };
@@ -124,21 +134,46 @@ static void fire(const char *name, uint64_t *last) {
 
 /* --- answers ------------------------------------------------------------- */
 
-static bool wants_json(const tg_http_request_t *req) {
+/* A request as the handlers see it: the path and headers borrowed from
+ * libmicrohttpd for the call, the body from the request's buffer. */
+typedef struct req {
+  const char *method, *path, *content_type, *content_encoding;
+  const uint8_t *body;
+  size_t len;
+} req_t;
+
+/* What to answer: the body is the reply's (malloc'd), or static. */
+typedef struct reply {
+  int status;
+  const char *content_type;
+  void *body;
+  size_t len;
+  bool retry_after;
+} reply_t;
+
+static void reply_copy(reply_t *out, int status, const char *ct,
+                       const void *body, size_t len) {
+  out->status = status;
+  out->content_type = ct;
+  out->body = malloc(len ? len : 1);
+  out->len = out->body ? len : 0;
+  if (out->body && len) memcpy(out->body, body, len);
+}
+
+static bool wants_json(const req_t *req) {
   return strncasecmp(req->content_type, "application/json", 16) == 0;
 }
 
 /* A google.rpc.Status { code = 1; message = 2 } with |why|. */
-static void answer_error(tg_http_exchange_t *x, const tg_http_request_t *req,
-                         int status, int grpc_code, const char *why) {
-  if (status == 503 || status == 429)
-    tg_http_add_header(x, "Retry-After", RETRY_AFTER_S);
+static void answer_error(reply_t *out, const req_t *req, int status,
+                         int grpc_code, const char *why) {
+  out->retry_after = status == 503 || status == 429;
   if (wants_json(req)) {
     json_t *o = json_pack("{s:i, s:s}", "code", grpc_code, "message", why);
     char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
-    tg_http_respond(x, status, "application/json", t ? t : "{}",
-                    t ? strlen(t) : 2);
+    reply_copy(out, status, "application/json", t ? t : "{}",
+               t ? strlen(t) : 2);
     free(t);
     return;
   }
@@ -147,11 +182,11 @@ static void answer_error(tg_http_exchange_t *x, const tg_http_request_t *req,
   tg_pbw_init(&w, buf, sizeof(buf), NULL, NULL);
   tg_pbw_append_varint(&w, 1, (uint64_t)grpc_code);
   tg_pbw_append_bytes(&w, 2, why, strnlen(why, 400));
-  tg_http_respond(x, status, "application/x-protobuf", buf,
-                  (size_t)tg_pbw_written(&w));
+  reply_copy(out, status, "application/x-protobuf", buf,
+             (size_t)tg_pbw_written(&w));
 }
 
-static void answer_ok(tg_http_exchange_t *x, const tg_http_request_t *req,
+static void answer_ok(reply_t *out, const req_t *req,
                       const otlp_result_t *res) {
   const char *why = res->reason ? res->reason : "";
   if (wants_json(req)) {
@@ -163,8 +198,7 @@ static void answer_ok(tg_http_exchange_t *x, const tg_http_request_t *req,
                     : json_object();
     char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
-    tg_http_respond(x, 200, "application/json", t ? t : "{}",
-                    t ? strlen(t) : 2);
+    reply_copy(out, 200, "application/json", t ? t : "{}", t ? strlen(t) : 2);
     free(t);
     return;
   }
@@ -181,17 +215,17 @@ static void answer_ok(tg_http_exchange_t *x, const tg_http_request_t *req,
   size_t n =
       opentelemetry__proto__collector__trace__v1__export_trace_service_response__pack(
           &resp, buf);
-  tg_http_respond(x, 200, "application/x-protobuf", buf, n);
+  reply_copy(out, 200, "application/x-protobuf", buf, n);
 }
 
 /* GET /metrics: Prometheus text, one series per service and outcome. */
-static void answer_metrics(otlp_receiver_t *r, tg_http_exchange_t *x) {
+static void answer_metrics(otlp_receiver_t *r, reply_t *out) {
   static const char *const what[] = {"accepted", "refused", "unrecorded",
                                      "invalid"};
-  size_t cap = 256 + (r->n_services + 1) * 4 * 256;
+  size_t cap = 512 + (r->n_services + 1) * 4 * 256;
   char *t = malloc(cap);
   if (!t) {
-    tg_http_respond(x, 500, "text/plain", "out of memory\n", 14);
+    reply_copy(out, 500, "text/plain", "out of memory\n", 14);
     return;
   }
   size_t off = (size_t)snprintf(
@@ -202,23 +236,22 @@ static void answer_metrics(otlp_receiver_t *r, tg_http_exchange_t *x) {
     const otlp_service_stats_t *s = &r->services[i];
     if (i >= r->n_services && i != OTLP_MAX_SERVICES) continue;
     if (!s->name[0]) continue;
+    /* Names are the senders': quotes, backslashes and control bytes
+     * would break the line, so they are shown as '_'. */
+    char name[sizeof(s->name)];
+    size_t j = 0;
+    for (; s->name[j]; j++)
+      name[j] = (s->name[j] == '"' || s->name[j] == '\\' ||
+                 (unsigned char)s->name[j] < 0x20)
+                    ? '_'
+                    : s->name[j];
+    name[j] = '\0';
     const uint64_t v[] = {s->accepted, s->refused, s->unrecorded, s->invalid};
-    for (size_t k = 0; k < 4 && off < cap; k++) {
-      /* Names are the senders': quotes, backslashes and control bytes
-       * would break the line, so they are shown as '_'. */
-      char name[sizeof(s->name)];
-      size_t j = 0;
-      for (; s->name[j]; j++)
-        name[j] = (s->name[j] == '"' || s->name[j] == '\\' ||
-                   (unsigned char)s->name[j] < 0x20)
-                      ? '_'
-                      : s->name[j];
-      name[j] = '\0';
+    for (size_t k = 0; k < 4 && off < cap; k++)
       off += (size_t)snprintf(
           t + off, cap - off,
           "tracegate_otlp_spans_total{service=\"%s\",outcome=\"%s\"} %llu\n",
           name, what[k], (unsigned long long)v[k]);
-    }
   }
   if (off < cap)
     off += (size_t)snprintf(
@@ -232,8 +265,10 @@ static void answer_metrics(otlp_receiver_t *r, tg_http_exchange_t *x) {
         "tracegate_otlp_recording %d\n",
         (unsigned long long)r->requests, (unsigned long long)r->bad_requests,
         __builtin_popcount(tg_ds_enabled_mask(r->ds)));
-  tg_http_respond(x, 200, "text/plain; version=0.0.4", t, off < cap ? off : cap);
-  free(t);
+  out->status = 200;
+  out->content_type = "text/plain; version=0.0.4";
+  out->body = t;
+  out->len = off < cap ? off : cap - 1;
 }
 
 static int grpc_code_of(int status) {
@@ -246,24 +281,21 @@ static int grpc_code_of(int status) {
   }
 }
 
-static void handle(void *ctx, tg_http_exchange_t *x,
-                   const tg_http_request_t *req) {
-  otlp_receiver_t *r = ctx;
-  if (strcmp(req->path, "/metrics") == 0 && strcmp(req->method, "GET") == 0) {
-    answer_metrics(r, x);
-    return;
-  }
-  if (strcmp(req->path, "/v1/traces") != 0) {
-    answer_error(x, req, 404, grpc_code_of(404), "not found: POST /v1/traces");
-    return;
-  }
-  if (strcmp(req->method, "POST") != 0) {
-    answer_error(x, req, 405, grpc_code_of(405), "method not allowed: POST");
-    return;
-  }
+/* Where a request goes before its body is read: 0 to read it (POST
+ * /v1/traces), else the status of an answer given at once. */
+static int route(const req_t *req) {
+  if (strcmp(req->path, "/metrics") == 0)
+    return strcmp(req->method, "GET") == 0 ? 200 : 405;
+  if (strcmp(req->path, "/v1/traces") != 0) return 404;
+  return strcmp(req->method, "POST") == 0 ? 0 : 405;
+}
+
+/* POST /v1/traces with its whole body. */
+static void handle_traces(otlp_receiver_t *r, const req_t *req,
+                          reply_t *out) {
   r->requests++;
   otlp_body_t body = {req->content_type, req->content_encoding, req->body,
-                      req->body_len};
+                      req->len};
   otlp_sink_t sink = {count_resource, count_span, r};
   r->mode = overloaded() ? MODE_REFUSE : MODE_WRITE;
   r->cur = NULL;
@@ -279,47 +311,169 @@ static void handle(void *ctx, tg_http_exchange_t *x,
   if (status != 200) {
     r->bad_requests++;
     if (err) TG_WARN("POST /v1/traces: %s (%s)", why, tg_strerror(err));
-    answer_error(x, req, status, grpc_code_of(status), why);
+    answer_error(out, req, status, grpc_code_of(status), why);
     return;
   }
   count_invalid(r, &res);
   if (r->mode == MODE_REFUSE) {
-    answer_error(x, req, 503, grpc_code_of(503),
+    answer_error(out, req, 503, grpc_code_of(503),
                  "the trace buffer is full or tracegated is not reachable: "
                  "retry later");
     return;
   }
   if (r->error_seen) fire(r->cfg.trigger_on_error, &r->last_error_trigger_ns);
   if (r->slow_seen) fire(r->cfg.trigger_on_latency, &r->last_latency_trigger_ns);
-  answer_ok(x, req, &res);
+  answer_ok(out, req, &res);
 }
 
-static void on_abandon(void *ctx, tg_http_exchange_t *x) {
-  (void)ctx;
-  (void)x; /* every exchange is answered inside handle(): none waits */
+/* --- libmicrohttpd ------------------------------------------------------- */
+
+/* One request's state between libmicrohttpd's calls. */
+typedef struct pending {
+  tg_buf_t body; /* capped at max_body */
+  bool too_big;
+} pending_t;
+
+static const char *header(struct MHD_Connection *c, const char *name) {
+  const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+  return v ? v : "";
 }
 
-int otlp_receiver_start(otlp_receiver_t *r, uv_loop_t *loop,
-                        const otlp_receiver_config_t *cfg) {
-  r->cfg = *cfg;
-  tg_http_server_config_t hc = {
-      .host = cfg->host ? cfg->host : "127.0.0.1",
-      .port = cfg->port,
-      .max_body = cfg->max_body ? cfg->max_body : DEFAULT_MAX_BODY,
-  };
-  int rv = tg_http_server_start(loop, &hc, handle, on_abandon, r, &r->http);
-  if (rv < 0) TG_ERROR("cannot listen on %s:%u: %s", hc.host, hc.port,
-                       tg_strerror(rv));
+static enum MHD_Result send_reply(struct MHD_Connection *c, reply_t *rp) {
+  struct MHD_Response *resp = MHD_create_response_from_buffer(
+      rp->len, rp->body ? rp->body : (void *)"", MHD_RESPMEM_MUST_COPY);
+  free(rp->body);
+  if (!resp) return MHD_NO;
+  if (rp->content_type)
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            rp->content_type);
+  if (rp->retry_after)
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER_S);
+  MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+  enum MHD_Result rv = MHD_queue_response(c, (unsigned)rp->status, resp);
+  MHD_destroy_response(resp);
   return rv;
 }
 
-uint16_t otlp_receiver_port(const otlp_receiver_t *r) {
-  return tg_http_server_port(r->http);
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *c,
+                                 const char *url, const char *method,
+                                 const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **con_cls) {
+  (void)version;
+  otlp_receiver_t *r = cls;
+  req_t req = {method, url, header(c, MHD_HTTP_HEADER_CONTENT_TYPE),
+               header(c, MHD_HTTP_HEADER_CONTENT_ENCODING), NULL, 0};
+  reply_t rp = {0};
+  pending_t *p = *con_cls;
+  if (!p) {
+    /* The headers are in: answer what needs no body now. */
+    int st = route(&req);
+    if (st == 200) {
+      answer_metrics(r, &rp);
+      return send_reply(c, &rp);
+    }
+    if (st) {
+      answer_error(&rp, &req, st, grpc_code_of(st),
+                   st == 404 ? "not found: POST /v1/traces"
+                             : "method not allowed");
+      return send_reply(c, &rp);
+    }
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > r->max_body) {
+      r->bad_requests++;
+      answer_error(&rp, &req, 413, grpc_code_of(413),
+                   "the body is larger than --max-body");
+      return send_reply(c, &rp);
+    }
+    if (!(p = calloc(1, sizeof(*p)))) return MHD_NO;
+    tg_buf_init(&p->body, r->max_body);
+    *con_cls = p;
+    return MHD_YES;
+  }
+  if (*upload_data_size) {
+    /* A piece of the body (chunks already taken off). Past the cap the
+     * rest is read and dropped, and the answer is 413. */
+    if (!p->too_big &&
+        tg_buf_append(&p->body, upload_data, *upload_data_size) < 0)
+      p->too_big = true;
+    *upload_data_size = 0;
+    return MHD_YES;
+  }
+  if (p->too_big) {
+    r->bad_requests++;
+    answer_error(&rp, &req, 413, grpc_code_of(413),
+                 "the body is larger than --max-body");
+  } else {
+    req.body = tg_buf_begin(&p->body);
+    req.len = tg_buf_size(&p->body);
+    handle_traces(r, &req, &rp);
+  }
+  return send_reply(c, &rp);
 }
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode why) {
+  (void)cls;
+  (void)c;
+  (void)why;
+  pending_t *p = *con_cls;
+  if (!p) return;
+  tg_buf_free(&p->body);
+  free(p);
+  *con_cls = NULL;
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+  (void)cls;
+  char msg[512];
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  msg[strcspn(msg, "\n")] = '\0';
+  TG_WARN("http: %s", msg);
+}
+
+int otlp_receiver_start(otlp_receiver_t *r,
+                        const otlp_receiver_config_t *cfg) {
+  r->cfg = *cfg;
+  r->max_body = cfg->max_body ? cfg->max_body : DEFAULT_MAX_BODY;
+  const char *host = cfg->host ? cfg->host : "127.0.0.1";
+  struct sockaddr_in6 a6 = {.sin6_family = AF_INET6,
+                            .sin6_port = htons(cfg->port)};
+  struct sockaddr_in a4 = {.sin_family = AF_INET, .sin_port = htons(cfg->port)};
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+                   MHD_USE_ERROR_LOG;
+  const struct sockaddr *addr;
+  if (inet_pton(AF_INET, host, &a4.sin_addr) == 1) {
+    addr = (const struct sockaddr *)&a4;
+  } else if (inet_pton(AF_INET6, host, &a6.sin6_addr) == 1) {
+    addr = (const struct sockaddr *)&a6;
+    flags |= MHD_USE_IPv6;
+  } else {
+    TG_ERROR("--host %s: not a numeric IPv4 or IPv6 address", host);
+    return -EINVAL;
+  }
+  r->mhd = MHD_start_daemon(
+      flags, cfg->port, NULL, NULL, on_access, r, MHD_OPTION_SOCK_ADDR, addr,
+      MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNS,
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)MAX_CONNS_PER_IP,
+      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)TIMEOUT_S,
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HEADER_MEMORY,
+      MHD_OPTION_NOTIFY_COMPLETED, on_completed, r,
+      MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_END);
+  if (!r->mhd) {
+    TG_ERROR("cannot listen on %s port %u (taken?)", host, cfg->port);
+    return -EIO;
+  }
+  const union MHD_DaemonInfo *info =
+      MHD_get_daemon_info(r->mhd, MHD_DAEMON_INFO_BIND_PORT);
+  r->port = info ? info->port : cfg->port;
+  return 0;
+}
+
+uint16_t otlp_receiver_port(const otlp_receiver_t *r) { return r->port; }
 
 void otlp_receiver_stop(otlp_receiver_t *r) {
-  if (r->http) tg_http_server_stop(r->http, NULL, NULL);
-  r->http = NULL;
+  if (r->mhd) MHD_stop_daemon(r->mhd);
+  r->mhd = NULL;
+  tg_buf_free(&r->inflated);
 }
-
-void otlp_receiver_free(otlp_receiver_t *r) { tg_buf_free(&r->inflated); }

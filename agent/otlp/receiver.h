@@ -1,8 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* tracegate-otlp's HTTP side: POST /v1/traces as OTLP/HTTP defines it,
- * GET /metrics, on the collector's HTTP layer (collector/http.h), on one
- * libuv loop. Decoded spans go to the data source "tracegate.otlp"
- * through the agent (otlp_write.h). Everything runs on the loop's thread.
+ * GET /metrics, served by GNU libmicrohttpd on one internal thread (every
+ * request, and so every write into the agent, runs there, one at a time).
+ * libmicrohttpd parses the HTTP, bodies framed by Content-Length or by
+ * chunks alike (OTel's JavaScript exporters stream theirs: the
+ * collector's libwebsockets layer refuses chunked bodies, which is why
+ * this program does not use it), and bounds connections, per-address
+ * connections, header memory and idle time. Decoded spans go to the data
+ * source "tracegate.otlp" through the agent (otlp_write.h).
  *
  * Answers (OTLP specification, "OTLP/HTTP"):
  *   200  ExportTraceServiceResponse (protobuf or JSON, as asked), with
@@ -24,10 +29,8 @@
 #define TRACEGATE_AGENT_OTLP_RECEIVER_H
 
 #include <stdint.h>
-#include <uv.h>
 
 #include "agent/otlp/otlp_write.h"
-#include "collector/http.h"
 #include "common/buf.h"
 #include "tracegate/agent.h"
 
@@ -56,7 +59,9 @@ typedef struct otlp_receiver_config {
 typedef struct otlp_receiver {
   otlp_receiver_config_t cfg;
   tg_ds_t *ds;
-  tg_http_server_t *http;
+  struct MHD_Daemon *mhd;
+  uint16_t port;
+  size_t max_body;
   otlp_writer_t writer;
   tg_buf_t inflated;
   otlp_service_stats_t services[OTLP_MAX_SERVICES + 1]; /* last: other */
@@ -71,12 +76,12 @@ typedef struct otlp_receiver {
 
 /* Registers the data source (before tg_agent_init). 0 or its error. */
 int otlp_receiver_register(otlp_receiver_t *r);
-/* Listens on |loop|. 0, or tg_http_server_start's error (logged). */
-int otlp_receiver_start(otlp_receiver_t *r, uv_loop_t *loop,
-                        const otlp_receiver_config_t *cfg);
+/* Listens and serves on libmicrohttpd's thread. 0, -EINVAL (|cfg->host|
+ * not a numeric address), or -EIO (libmicrohttpd could not start, e.g.
+ * the port is taken; logged). */
+int otlp_receiver_start(otlp_receiver_t *r, const otlp_receiver_config_t *cfg);
 uint16_t otlp_receiver_port(const otlp_receiver_t *r);
-/* Stops listening (from the loop); frees the rest once the loop ran. */
+/* Stops serving (joins the thread) and frees what |r| holds. */
 void otlp_receiver_stop(otlp_receiver_t *r);
-void otlp_receiver_free(otlp_receiver_t *r);
 
 #endif /* TRACEGATE_AGENT_OTLP_RECEIVER_H */

@@ -30,6 +30,7 @@
 #include <cmocka.h>
 
 #include "otlp_bodies.h"
+#include "otlp_harness.h"
 #include "pb/otlp/trace_service.pb-c.h"
 #include "test_proc.h"
 #include "test_service.h"
@@ -42,158 +43,19 @@
 #error "TRACEGATE_CLI_PATH must name the tracegate binary"
 #endif
 
-#define WAIT_MS 30000
-
-typedef struct receiver {
-  pid_t pid;
-  int port;
-} receiver_t;
-
-/* tracegate-otlp on |sock| with |extra| flags (NULL-terminated), its
- * port read from --ready-fd. */
-static void receiver_spawn(const test_service_t *ts, const char *sock,
-                           const char *const *extra, receiver_t *r) {
-  int p[2];
-  assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-  char fd[16];
-  snprintf(fd, sizeof(fd), "%d", p[1]);
-  const char *argv[16] = {OTLP_PATH, "--socket", sock, "--port", "0",
-                          "--ready-fd", fd};
-  size_t n = 7;
-  for (size_t i = 0; extra && extra[i] && n < 15; i++) argv[n++] = extra[i];
-  argv[n] = NULL;
-  (void)ts;
-  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
-  s.path = OTLP_PATH;
-  s.argv = argv;
-  s.stdin_fd = TG_TEST_FD_DEVNULL;
-  s.keep_fd = p[1];
-  r->pid = tg_test_spawn(&s);
-  assert_true(r->pid > 0);
-  close(p[1]);
-  char line[64];
-  assert_int_equal(tg_test_wait_line(p[0], "ready", WAIT_MS, line,
-                                     sizeof(line)),
-                   1);
-  close(p[0]);
-  r->port = atoi(line + 6);
-  assert_true(r->port > 0);
-}
-
-static void receiver_stop(receiver_t *r) {
-  assert_int_equal(tg_test_exit_code(tg_test_stop(r->pid, SIGTERM, WAIT_MS)),
-                   0);
-}
-
-/* --- HTTP through libcurl ------------------------------------------------ */
-
-typedef struct answer {
-  long status;
-  char body[8192];
-  size_t len;
-  bool retry_after;
-} answer_t;
-
-static size_t on_body(char *p, size_t sz, size_t n, void *ctx) {
-  answer_t *a = ctx;
-  size_t k = sz * n;
-  size_t room = sizeof(a->body) - 1 - a->len;
-  memcpy(a->body + a->len, p, k < room ? k : room);
-  a->len += k < room ? k : room;
-  a->body[a->len] = '\0';
-  return k;
-}
-
-static size_t on_header(char *p, size_t sz, size_t n, void *ctx) {
-  answer_t *a = ctx;
-  if (sz * n >= 12 && strncasecmp(p, "Retry-After:", 12) == 0)
-    a->retry_after = true;
-  return sz * n;
-}
-
-/* |method| |path| with |body| (NULL: none) and the two headers (NULL:
- * not sent). */
-static answer_t http(const receiver_t *r, const char *method, const char *path,
-                     const char *ct, const char *ce, const void *body,
-                     size_t len) {
-  answer_t a = {0};
-  CURL *c = curl_easy_init();
-  assert_non_null(c);
-  char url[128], h1[128], h2[128];
-  snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", r->port, path);
-  struct curl_slist *hs = NULL;
-  if (ct) {
-    snprintf(h1, sizeof(h1), "Content-Type: %s", ct);
-    hs = curl_slist_append(hs, h1);
-  }
-  if (ce) {
-    snprintf(h2, sizeof(h2), "Content-Encoding: %s", ce);
-    hs = curl_slist_append(hs, h2);
-  }
-  hs = curl_slist_append(hs, "Expect:");
-  curl_easy_setopt(c, CURLOPT_URL, url);
-  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-  if (body) {
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-  }
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, hs);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
-  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-  curl_easy_setopt(c, CURLOPT_HEADERDATA, &a);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)WAIT_MS);
-  CURLcode rc = curl_easy_perform(c);
-  if (rc != CURLE_OK) fail_msg("curl: %s", curl_easy_strerror(rc));
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a.status);
-  curl_slist_free_all(hs);
-  curl_easy_cleanup(c);
-  return a;
-}
-
-static answer_t post(const receiver_t *r, const char *ct, const char *ce,
-                     const void *body, size_t len) {
-  return http(r, "POST", "/v1/traces", ct, ce, body, len);
-}
-
-/* The value of the metrics line that starts with |series|, or -1. */
-static long long metric(const receiver_t *r, const char *series) {
-  answer_t a = http(r, "GET", "/metrics", NULL, NULL, NULL, 0);
-  assert_int_equal(a.status, 200);
-  size_t n = strlen(series);
-  for (const char *l = a.body; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
-    if (strncmp(l, series, n) == 0 && l[n] == ' ') return atoll(l + n + 1);
-  return -1;
-}
-
-static uint64_t unix_now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_REALTIME, &t);
-  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 /* --- tests --------------------------------------------------------------- */
 
 static void spans_reach_the_trace_with_nesting_args_and_flows(void **state) {
   const test_service_t *ts = *state;
   receiver_t r;
-  receiver_spawn(ts, ts->producer_sock, NULL, &r);
+  receiver_spawn(OTLP_PATH, ts->producer_sock, NULL, &r);
   char trace[160];
   snprintf(trace, sizeof(trace), "%s/otlp.pftrace", ts->dir);
-  const char *args[] = {"record", "--socket", ts->consumer_sock, "-t", "120s",
-                        "-o", trace, "tracegate.otlp", NULL};
-  pid_t rec = tg_test_spawn_cli(TRACEGATE_CLI_PATH, args, TG_TEST_FD_DEVNULL,
-                                TG_TEST_FD_INHERIT);
-  assert_true(rec > 0);
-  int64_t end = tg_test_now_ms() + WAIT_MS;
-  while (metric(&r, "tracegate_otlp_recording") != 1) {
-    assert_true(tg_test_now_ms() < end);
-    usleep(10000);
-  }
-  uint64_t base = unix_now_ns() - 1000000000u;
+  pid_t rec = otlp_record_start(TRACEGATE_CLI_PATH, ts, &r, trace);
+  uint64_t base = otlp_unix_now_ns() - 1000000000u;
   size_t len;
   uint8_t *pb = otlp_test_pb_body(base, 1, &len);
-  answer_t a = post(&r, "application/x-protobuf", NULL, pb, len);
+  answer_t a = otlp_post(&r, "application/x-protobuf", NULL, pb, len);
   assert_int_equal(a.status, 200);
   Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceResponse *resp =
       opentelemetry__proto__collector__trace__v1__export_trace_service_response__unpack(
@@ -204,17 +66,17 @@ static void spans_reach_the_trace_with_nesting_args_and_flows(void **state) {
       resp, NULL);
   free(pb);
   char *js = otlp_test_json_body(base + 100000000u);
-  a = post(&r, "application/json", NULL, js, strlen(js));
+  a = otlp_post(&r, "application/json", NULL, js, strlen(js));
   assert_int_equal(a.status, 200);
   assert_string_equal(a.body, "{}");
   free(js);
-  assert_int_equal(metric(&r, "tracegate_otlp_spans_total{service=\"beta\","
+  assert_int_equal(otlp_metric(&r, "tracegate_otlp_spans_total{service=\"beta\","
                               "outcome=\"accepted\"}"),
                    4);
-  assert_int_equal(metric(&r, "tracegate_otlp_spans_total{service=\"alpha\","
+  assert_int_equal(otlp_metric(&r, "tracegate_otlp_spans_total{service=\"alpha\","
                               "outcome=\"accepted\"}"),
                    2);
-  assert_int_equal(tg_test_exit_code(tg_test_stop(rec, SIGINT, WAIT_MS)), 0);
+  assert_int_equal(tg_test_exit_code(tg_test_stop(rec, SIGINT, OTLP_WAIT_MS)), 0);
   receiver_stop(&r);
 
   char out[512];
@@ -224,23 +86,17 @@ static void spans_reach_the_trace_with_nesting_args_and_flows(void **state) {
       "(select count(*) from slice where name = 'GET /a') as client, "
       "(select count(*) from slice where name = 'serve /a') as server, "
       "(select count(*) from slice where name = 'retry') as event, "
-      "(select count(*) from slice c join slice p on c.parent_id = p.id "
-      " where c.name = 'db.query' and p.name = 'serve /a') as nested, "
+      OTLP_SQL_NESTED("db.query", "serve /a") " as nested, "
       "(select count(*) from process where name = 'alpha' and pid = 4242) "
       " as alpha, "
       "(select count(*) from process where name = 'beta') as beta, "
-      "(select count(*) from slice s join args a using(arg_set_id) "
-      " where s.name = 'GET /a' and a.key = 'debug.http_method' "
-      " and a.display_value = 'GET') as method, "
-      "(select count(*) from slice s join args a using(arg_set_id) "
-      " where s.name = 'serve /a' and a.key = 'debug.otel_status_code' "
-      " and a.display_value = 'error') as status, "
-      "(select count(*) from slice s join args a using(arg_set_id) "
-      " where s.name = 'db.query' and a.key = 'debug.db_rows' "
-      " and a.real_value = 3.5) as rows_arg, "
-      "(select count(*) from flow f join slice o on f.slice_out = o.id "
-      " join slice i on f.slice_in = i.id "
-      " where o.name = 'GET /a' and i.name = 'serve /a') as flows, "
+      OTLP_SQL_ARG("GET /a", "debug.http_method", "display_value", "'GET'")
+      " as method, "
+      OTLP_SQL_ARG("serve /a", "debug.otel_status_code", "display_value",
+                   "'error'") " as status, "
+      OTLP_SQL_ARG("db.query", "debug.db_rows", "real_value", "3.5")
+      " as rows_arg, "
+      OTLP_SQL_FLOWS("GET /a", "serve /a") " as flows, "
       "(select min(dur) from slice where name = 'GET /a') as dur;",
       out, sizeof(out));
   if (got == 0) skip();
@@ -252,9 +108,9 @@ static void bad_input_gets_its_status_and_the_receiver_stays_up(void **state) {
   const test_service_t *ts = *state;
   receiver_t r;
   const char *extra[] = {"--max-body", "65536", NULL};
-  receiver_spawn(ts, ts->producer_sock, extra, &r);
+  receiver_spawn(OTLP_PATH, ts->producer_sock, extra, &r);
   size_t len;
-  uint8_t *pb = otlp_test_pb_body(unix_now_ns(), 1, &len);
+  uint8_t *pb = otlp_test_pb_body(otlp_unix_now_ns(), 1, &len);
   static const uint8_t bad_pb[] = {0x0a, 0x7f, 0x0a, 0x02};
   char *big = calloc(1, 70000);
   assert_non_null(big);
@@ -278,7 +134,7 @@ static void bad_input_gets_its_status_and_the_receiver_stays_up(void **state) {
       {"POST", "/v1/logs", "application/json", NULL, "{}", 2, 404},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-    answer_t a = http(&r, cases[i].method, cases[i].path, cases[i].ct,
+    answer_t a = otlp_http(&r, cases[i].method, cases[i].path, cases[i].ct,
                       cases[i].ce, cases[i].body, cases[i].len);
     if (a.status != cases[i].status)
       fail_msg("case %zu: status %ld, want %ld", i, a.status, cases[i].status);
@@ -286,9 +142,9 @@ static void bad_input_gets_its_status_and_the_receiver_stays_up(void **state) {
      * in a google.rpc.Status (field 2: its message). */
     if (a.status != 413) assert_true(a.len > 2);
   }
-  answer_t a = post(&r, "application/x-protobuf", NULL, pb, len);
+  answer_t a = otlp_post(&r, "application/x-protobuf", NULL, pb, len);
   assert_int_equal(a.status, 200);
-  assert_true(metric(&r, "tracegate_otlp_bad_requests_total") >= 5);
+  assert_true(otlp_metric(&r, "tracegate_otlp_bad_requests_total") >= 5);
   free(big);
   free(pb);
   receiver_stop(&r);
@@ -297,25 +153,25 @@ static void bad_input_gets_its_status_and_the_receiver_stays_up(void **state) {
 static void spans_nobody_records_and_refused_ones_are_counted(void **state) {
   const test_service_t *ts = *state;
   size_t len;
-  uint8_t *pb = otlp_test_pb_body(unix_now_ns(), 1, &len);
+  uint8_t *pb = otlp_test_pb_body(otlp_unix_now_ns(), 1, &len);
 
   /* A service but no session: taken, counted unrecorded. */
   receiver_t r;
-  receiver_spawn(ts, ts->producer_sock, NULL, &r);
-  answer_t a = post(&r, "application/x-protobuf", NULL, pb, len);
-  int64_t end = tg_test_now_ms() + WAIT_MS;
+  receiver_spawn(OTLP_PATH, ts->producer_sock, NULL, &r);
+  answer_t a = otlp_post(&r, "application/x-protobuf", NULL, pb, len);
+  int64_t end = tg_test_now_ms() + OTLP_WAIT_MS;
   /* Until the agent connected, the answer is 503 (refused): retry as an
    * exporter does. */
   while (a.status == 503 && tg_test_now_ms() < end) {
     assert_true(a.retry_after);
     usleep(10000);
-    a = post(&r, "application/x-protobuf", NULL, pb, len);
+    a = otlp_post(&r, "application/x-protobuf", NULL, pb, len);
   }
   assert_int_equal(a.status, 200);
-  assert_int_equal(metric(&r, "tracegate_otlp_spans_total{service=\"beta\","
+  assert_int_equal(otlp_metric(&r, "tracegate_otlp_spans_total{service=\"beta\","
                               "outcome=\"unrecorded\"}"),
                    2);
-  assert_int_equal(metric(&r, "tracegate_otlp_spans_total{service=\"beta\","
+  assert_int_equal(otlp_metric(&r, "tracegate_otlp_spans_total{service=\"beta\","
                               "outcome=\"accepted\"}"),
                    0);
   receiver_stop(&r);
@@ -323,16 +179,16 @@ static void spans_nobody_records_and_refused_ones_are_counted(void **state) {
   /* No service at all: 503 with Retry-After, counted refused. */
   char nowhere[200];
   snprintf(nowhere, sizeof(nowhere), "%s/no-such.sock", ts->dir);
-  receiver_spawn(ts, nowhere, NULL, &r);
+  receiver_spawn(OTLP_PATH, nowhere, NULL, &r);
   for (int i = 0; i < 3; i++) {
-    a = post(&r, "application/x-protobuf", NULL, pb, len);
+    a = otlp_post(&r, "application/x-protobuf", NULL, pb, len);
     assert_int_equal(a.status, 503);
     assert_true(a.retry_after);
   }
-  assert_int_equal(metric(&r, "tracegate_otlp_spans_total{service=\"beta\","
+  assert_int_equal(otlp_metric(&r, "tracegate_otlp_spans_total{service=\"beta\","
                               "outcome=\"refused\"}"),
                    6);
-  assert_int_equal(metric(&r, "tracegate_otlp_spans_total{service=\"alpha\","
+  assert_int_equal(otlp_metric(&r, "tracegate_otlp_spans_total{service=\"alpha\","
                               "outcome=\"refused\"}"),
                    3);
   receiver_stop(&r);

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* What the tracegate-otlp end-to-end tests share: the receiver started
+ * against a test tracegated (its port from --ready-fd), requests through
+ * libcurl, its GET /metrics read, and `tracegate record` of the data
+ * source "tracegate.otlp". Failures fail the running cmocka test. */
+#ifndef TRACEGATE_TESTS_OTLP_HARNESS_H
+#define TRACEGATE_TESTS_OTLP_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "test_service.h"
+
+#define OTLP_WAIT_MS 30000
+
+typedef struct receiver {
+  pid_t pid;
+  int port;
+} receiver_t;
+
+/* tracegate-otlp (|otlp_path|) on producer socket |sock| with |extra|
+ * flags (NULL-terminated, may be NULL), once it said it listens. */
+void receiver_spawn(const char *otlp_path, const char *sock,
+                    const char *const *extra, receiver_t *r);
+/* SIGTERM; it must exit 0. */
+void receiver_stop(receiver_t *r);
+
+typedef struct answer {
+  long status;
+  char body[8192];
+  size_t len;
+  bool retry_after;
+} answer_t;
+
+/* |method| |path| on |r| with |body| (NULL: none) and the Content-Type and
+ * Content-Encoding headers (NULL: not sent). */
+answer_t otlp_http(const receiver_t *r, const char *method, const char *path,
+                   const char *ct, const char *ce, const void *body,
+                   size_t len);
+/* POST /v1/traces. */
+answer_t otlp_post(const receiver_t *r, const char *ct, const char *ce,
+                   const void *body, size_t len);
+/* The value of the metrics line |series| (its name and labels), or -1. */
+long long otlp_metric(const receiver_t *r, const char *series);
+
+/* `tracegate record` (|cli_path|) of tracegate.otlp into |trace|, and
+ * waits until |r| says a session records. Returns the recorder's pid. */
+pid_t otlp_record_start(const char *cli_path, const test_service_t *ts,
+                        const receiver_t *r, const char *trace);
+
+uint64_t otlp_unix_now_ns(void);
+
+/* Trace processor subqueries the tests' checks are made of, each a count:
+ * slices named |child| whose parent is named |parent|; slices named
+ * |slice| with the arg |key| (a debug annotation: debug.<name>, dots as
+ * '_') whose |column| = |value| (an SQL literal); flows from a slice
+ * named |from| to one named |to|. */
+#define OTLP_SQL_NESTED(child, parent)                                 \
+  "(select count(*) from slice c join slice p on c.parent_id = p.id " \
+  "where c.name = '" child "' and p.name = '" parent "')"
+#define OTLP_SQL_ARG(slice, key, column, value)                          \
+  "(select count(*) from slice s join args a using(arg_set_id) "        \
+  "where s.name = '" slice "' and a.key = '" key "' and a." column " = " \
+  value ")"
+#define OTLP_SQL_FLOWS(from, to)                                        \
+  "(select count(*) from flow f join slice o on f.slice_out = o.id "   \
+  "join slice i on f.slice_in = i.id where o.name = '" from "' and "   \
+  "i.name = '" to "')"
+
+#endif /* TRACEGATE_TESTS_OTLP_HARNESS_H */
