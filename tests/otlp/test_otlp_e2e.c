@@ -13,7 +13,10 @@
  *     and the receiver still answers a good request after it all;
  *   - with no session the spans are answered 200 and counted unrecorded
  *     per service; with no tracegated they are answered 503 with
- *     Retry-After and counted refused per service (GET /metrics). */
+ *     Retry-After and counted refused per service (GET /metrics);
+ *   - --trigger-on-error: a span with status ERROR activates the trigger,
+ *     which stops a session waiting for it (STOP_TRACING), and the trace
+ *     holds one trigger packet of that name from tracegate-otlp. */
 #include <curl/curl.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -195,6 +198,68 @@ static void spans_nobody_records_and_refused_ones_are_counted(void **state) {
   free(pb);
 }
 
+/* Trigger packets named |name| from the producer tracegate-otlp. */
+static size_t triggers_named(Perfetto__Protos__TracePacket **pk, size_t n,
+                             const char *name) {
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (pk[i]->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_TRIGGER)
+      continue;
+    const Perfetto__Protos__Trigger *t = pk[i]->trigger;
+    if (t->trigger_name && !strcmp(t->trigger_name, name) &&
+        t->producer_name && !strcmp(t->producer_name, "tracegate-otlp"))
+      k++;
+  }
+  return k;
+}
+
+static void an_error_span_fires_its_trigger(void **state) {
+  test_service_t *ts = *state;
+  receiver_t r;
+  const char *extra[] = {"--trigger-on-error", "otlp.error", NULL};
+  receiver_spawn(OTLP_PATH, ts->producer_sock, extra, &r);
+  Perfetto__Protos__TraceConfig__TriggerConfig tc =
+      PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__INIT;
+  Perfetto__Protos__TraceConfig__TriggerConfig__Trigger tr =
+      PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER__INIT;
+  Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *trp = &tr;
+  tr.name = (char *)"otlp.error";
+  tc.has_trigger_mode = 1;
+  tc.trigger_mode =
+      PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING;
+  tc.n_triggers = 1;
+  tc.triggers = &trp;
+  tc.has_trigger_timeout_ms = 1;
+  tc.trigger_timeout_ms = 120000;
+  raw_consumer_t c;
+  simple_cfg_t sc;
+  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  simple_cfg_init(&sc, 1024, 1, "tracegate.otlp");
+  sc.cfg.trigger_config = &tc;
+  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
+  int64_t end = tg_test_now_ms() + OTLP_WAIT_MS;
+  while (otlp_metric(&r, "tracegate_otlp_recording") != 1) {
+    assert_true(tg_test_now_ms() < end);
+    usleep(10000);
+  }
+  size_t len;
+  uint8_t *pb = otlp_test_pb_body(otlp_unix_now_ns(), 1, &len);
+  assert_int_equal(otlp_post(&r, "application/x-protobuf", NULL, pb, len).status,
+                   200);
+  free(pb);
+  char err[256] = "";
+  assert_int_equal(raw_consumer_wait_disabled(&c, OTLP_WAIT_MS, err,
+                                              sizeof(err)),
+                   1);
+  size_t n = 0;
+  Perfetto__Protos__TracePacket **pk = raw_consumer_read(&c, &n);
+  assert_non_null(pk);
+  assert_int_equal(triggers_named(pk, n, "otlp.error"), 1);
+  free_packets(pk, n);
+  raw_consumer_close(&c);
+  receiver_stop(&r);
+}
+
 int main(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
 #define T(fn) \
@@ -203,6 +268,7 @@ int main(void) {
       T(spans_reach_the_trace_with_nesting_args_and_flows),
       T(bad_input_gets_its_status_and_the_receiver_stays_up),
       T(spans_nobody_records_and_refused_ones_are_counted),
+      T(an_error_span_fires_its_trigger),
   };
 #undef T
   int rv = cmocka_run_group_tests(tests, NULL, NULL);
