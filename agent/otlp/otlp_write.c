@@ -23,6 +23,9 @@
 #define TE_SLICE_BEGIN 1
 #define TE_SLICE_END 2
 #define TE_INSTANT 3
+#define TE_COUNTER 4
+#define TE_COUNTER_VALUE 30
+#define TD_COUNTER 8
 #define DA_BOOL 2
 #define DA_INT 4
 #define DA_DOUBLE 5
@@ -262,17 +265,55 @@ static void write_end(otlp_writer_t *w, tg_pbw_t *p, uint64_t track,
   tg_pbw_end_nested(p);
 }
 
-static int on_resource(void *ctx, const otlp_resource_t *r) {
-  otlp_writer_t *w = ctx;
-  size_t n = r->service.n < sizeof(w->service) - 1 ? r->service.n
-                                                   : sizeof(w->service) - 1;
-  memcpy(w->service, r->service.p, n);
+/* The process track of |service| and |pid| (as the resource gave it)
+ * becomes the current one. */
+static void set_process(otlp_writer_t *w, otlp_str_t service, int64_t pid) {
+  size_t n = service.n < sizeof(w->service) - 1 ? service.n
+                                                : sizeof(w->service) - 1;
+  if (n) memcpy(w->service, service.p, n);
   w->service[n] = '\0';
-  w->pid = otlp_track_pid(r->service, r->pid);
+  w->pid = otlp_track_pid(service, pid);
   uint64_t h = tg_fnv1a(TG_FNV1A_SEED, "otlp-process", 12);
   h = tg_fnv1a(h, &w->pid, sizeof(w->pid));
   w->proc_uuid = tg_fnv1a(h, w->service, n) | 1u; /* never 0 */
+}
+
+static int on_resource(void *ctx, const otlp_resource_t *r) {
+  set_process(ctx, r->service, r->pid);
   return 0;
+}
+
+void otlp_writer_counters(otlp_writer_t *w, otlp_str_t service, int64_t pid,
+                          uint64_t boot_ns, const otlp_counter_t *c,
+                          size_t n) {
+  set_process(w, service, pid);
+  for (unsigned m = w->mask, inst = 0; m; m >>= 1, inst++) {
+    if (!(m & 1u)) continue;
+    write_descriptors(w, inst, 0, true, false);
+    for (size_t i = 0; i < n; i++) {
+      uint64_t uuid = tg_fnv1a(w->proc_uuid, c[i].name, strlen(c[i].name)) | 1u;
+      tg_pbw_t *p = w->out.begin(w->out.ctx, inst);
+      if (p) {
+        tg_pbw_begin_nested(p, F_TRACK_DESCRIPTOR);
+        tg_pbw_append_varint(p, TD_UUID, uuid);
+        tg_pbw_append_varint(p, TD_PARENT_UUID, w->proc_uuid);
+        tg_pbw_append_string(p, TD_NAME, c[i].name);
+        tg_pbw_begin_nested(p, TD_COUNTER);
+        tg_pbw_end_nested(p);
+        tg_pbw_end_nested(p);
+        w->out.end(w->out.ctx, inst);
+      }
+      if ((p = w->out.begin(w->out.ctx, inst))) {
+        tg_pbw_append_varint(p, F_TIMESTAMP, boot_ns);
+        tg_pbw_begin_nested(p, F_TRACK_EVENT);
+        tg_pbw_append_varint(p, TE_TYPE, TE_COUNTER);
+        tg_pbw_append_varint(p, TE_TRACK_UUID, uuid);
+        tg_pbw_append_int(p, TE_COUNTER_VALUE, (int64_t)c[i].value);
+        tg_pbw_end_nested(p);
+        w->out.end(w->out.ctx, inst);
+      }
+    }
+  }
 }
 
 static int on_span(void *ctx, const otlp_span_t *s, bool *rejected) {

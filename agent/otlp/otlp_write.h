@@ -80,6 +80,21 @@ int64_t otlp_boot_offset(void);
 /* The sink to decode into (ctx = |w|). Its span() never rejects. */
 otlp_sink_t otlp_writer_sink(otlp_writer_t *w);
 
+/* A count the receiver keeps per service, written into the trace as a
+ * counter track of the service's process (otlp_writer_counters). */
+typedef struct otlp_counter {
+  const char *name; /* a literal: "otlp.refused_spans" */
+  uint64_t value;
+} otlp_counter_t;
+
+/* Writes the |n| counters of |c| at |boot_ns| (CLOCK_BOOTTIME) on
+ * counter tracks named by them under the process track of |service| and
+ * |pid| (the resource's), with their descriptors, to the destinations of
+ * the last otlp_writer_begin. So the trace itself says what the receiver
+ * refused, beside the spans it took. */
+void otlp_writer_counters(otlp_writer_t *w, otlp_str_t service, int64_t pid,
+                          uint64_t boot_ns, const otlp_counter_t *c, size_t n);
+
 /* The process track's pid for a resource: its process.pid, else one
  * derived from |service| in [2^22, 2^31). Exposed for tests. */
 int64_t otlp_track_pid(otlp_str_t service, int64_t pid);

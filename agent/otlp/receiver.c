@@ -51,12 +51,62 @@ static void ds_end(void *ctx, unsigned inst) {
   tg_ds_packet_end(r->ds, inst);
 }
 
+static unsigned flush_targets(void *ctx) {
+  otlp_receiver_t *r = ctx;
+  return 1u << r->flush_inst;
+}
+
+static uint64_t boot_now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_BOOTTIME, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* The service flushes instance |inst| (a clone for a snapshot, a stop):
+ * the refusal counters go in first, so the trace carries them. */
+static void on_flush(void *ctx, unsigned inst) {
+  otlp_receiver_t *r = ctx;
+  /* Copied under the lock, written after: the lock is never held while
+   * a write may wait for room in the shared memory. */
+  otlp_service_stats_t *copy = malloc(sizeof(r->services));
+  if (!copy) {
+    TG_WARN("out of memory: the refusal counters miss this flush");
+    return;
+  }
+  size_t n = 0;
+  pthread_mutex_lock(&r->mu);
+  for (size_t i = 0; i <= OTLP_MAX_SERVICES; i++) {
+    const otlp_service_stats_t *s = &r->services[i];
+    if ((i >= r->n_services && i != OTLP_MAX_SERVICES) || !s->name[0] ||
+        (s->refused == 0 && s->invalid == 0))
+      continue;
+    copy[n++] = *s;
+  }
+  pthread_mutex_unlock(&r->mu);
+  r->flush_inst = inst;
+  otlp_writer_begin(&r->flush_writer, 0);
+  uint64_t now = boot_now_ns();
+  for (size_t i = 0; i < n; i++) {
+    otlp_counter_t c[] = {{"otlp.refused_spans", copy[i].refused},
+                          {"otlp.invalid_spans", copy[i].invalid}};
+    otlp_writer_counters(&r->flush_writer,
+                         (otlp_str_t){copy[i].name, strlen(copy[i].name)},
+                         copy[i].pid, now, c, 2);
+  }
+  free(copy);
+  tg_ds_flush_thread(r->ds, inst);
+}
+
 int otlp_receiver_register(otlp_receiver_t *r) {
-  tg_ds_options_t o = {.name = "tracegate.otlp"};
+  pthread_mutex_init(&r->mu, NULL);
+  tg_ds_options_t o = {.name = "tracegate.otlp",
+                       .cbs = {.on_flush = on_flush, .ctx = r}};
   int rv = tg_ds_register(&o, &r->ds);
   if (rv < 0) return rv;
   otlp_out_t out = {ds_targets, ds_begin, ds_end, r};
   otlp_writer_init(&r->writer, &out);
+  otlp_out_t fout = {flush_targets, ds_begin, ds_end, r};
+  otlp_writer_init(&r->flush_writer, &fout);
   tg_buf_init(&r->inflated, OTLP_MAX_INFLATED);
   return 0;
 }
@@ -90,9 +140,14 @@ static otlp_service_stats_t *service(otlp_receiver_t *r, otlp_str_t name) {
   return s;
 }
 
+/* The counting sink takes the lock only to count (entries of services[]
+ * never move, so r->cur stays valid), never while the writer runs. */
 static int count_resource(void *ctx, const otlp_resource_t *res) {
   otlp_receiver_t *r = ctx;
+  pthread_mutex_lock(&r->mu);
   r->cur = service(r, res->service);
+  r->cur->pid = res->pid;
+  pthread_mutex_unlock(&r->mu);
   if (r->mode == MODE_REFUSE) return 0;
   otlp_sink_t w = otlp_writer_sink(&r->writer);
   return w.resource(w.ctx, res);
@@ -102,17 +157,22 @@ static int count_span(void *ctx, const otlp_span_t *s, bool *rejected) {
   otlp_receiver_t *r = ctx;
   *rejected = false;
   if (r->mode == MODE_REFUSE) {
+    pthread_mutex_lock(&r->mu);
     r->cur->refused++;
+    pthread_mutex_unlock(&r->mu);
     return 0;
   }
   if (s->status_code == 2) r->error_seen = true;
   if (r->cfg.latency_ns && s->end_unix_ns - s->start_unix_ns >= r->cfg.latency_ns)
     r->slow_seen = true;
-  if (r->writer.mask == 0) {
+  pthread_mutex_lock(&r->mu);
+  bool unrecorded = r->writer.mask == 0;
+  if (unrecorded)
     r->cur->unrecorded++;
-    return 0;
-  }
-  r->cur->accepted++;
+  else
+    r->cur->accepted++;
+  pthread_mutex_unlock(&r->mu);
+  if (unrecorded) return 0;
   otlp_sink_t w = otlp_writer_sink(&r->writer);
   return w.span(w.ctx, s, rejected);
 }
@@ -120,7 +180,9 @@ static int count_span(void *ctx, const otlp_span_t *s, bool *rejected) {
 /* Ids that do not decode are counted where the decoder found them: the
  * result says how many, the service is the last one seen. */
 static void count_invalid(otlp_receiver_t *r, const otlp_result_t *res) {
+  pthread_mutex_lock(&r->mu);
   if (res->invalid_spans && r->cur) r->cur->invalid += res->invalid_spans;
+  pthread_mutex_unlock(&r->mu);
 }
 
 static void fire(const char *name, uint64_t *last) {
@@ -219,7 +281,15 @@ static void answer_ok(reply_t *out, const req_t *req,
 }
 
 /* GET /metrics: Prometheus text, one series per service and outcome. */
+static void answer_metrics_locked(otlp_receiver_t *r, reply_t *out);
+
 static void answer_metrics(otlp_receiver_t *r, reply_t *out) {
+  pthread_mutex_lock(&r->mu);
+  answer_metrics_locked(r, out);
+  pthread_mutex_unlock(&r->mu);
+}
+
+static void answer_metrics_locked(otlp_receiver_t *r, reply_t *out) {
   static const char *const what[] = {"accepted", "refused", "unrecorded",
                                      "invalid"};
   size_t cap = 512 + (r->n_services + 1) * 4 * 256;
@@ -305,6 +375,7 @@ static void handle_traces(otlp_receiver_t *r, const req_t *req,
   const char *why = NULL;
   int err = 0;
   int status = otlp_decode_body(&body, &r->inflated, &sink, &res, &why, &err);
+  if (status == 200) count_invalid(r, &res);
   /* The inflated body is not kept between requests. */
   tg_buf_free(&r->inflated);
   tg_buf_init(&r->inflated, OTLP_MAX_INFLATED);
@@ -314,7 +385,6 @@ static void handle_traces(otlp_receiver_t *r, const req_t *req,
     answer_error(out, req, status, grpc_code_of(status), why);
     return;
   }
-  count_invalid(r, &res);
   if (r->mode == MODE_REFUSE) {
     answer_error(out, req, 503, grpc_code_of(503),
                  "the trace buffer is full or tracegated is not reachable: "
@@ -476,4 +546,5 @@ void otlp_receiver_stop(otlp_receiver_t *r) {
   if (r->mhd) MHD_stop_daemon(r->mhd);
   r->mhd = NULL;
   tg_buf_free(&r->inflated);
+  /* r->mu stays: the agent may still flush until tg_agent_shutdown(). */
 }

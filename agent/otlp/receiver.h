@@ -28,6 +28,7 @@
 #ifndef TRACEGATE_AGENT_OTLP_RECEIVER_H
 #define TRACEGATE_AGENT_OTLP_RECEIVER_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "agent/otlp/otlp_write.h"
@@ -38,6 +39,7 @@
 
 typedef struct otlp_service_stats {
   char name[128];
+  int64_t pid; /* its resource's process.pid when last seen, or 0 */
   uint64_t accepted;   /* written to the trace */
   uint64_t refused;    /* answered 503 (the sender may retry) */
   uint64_t unrecorded; /* taken while no session recorded them */
@@ -63,6 +65,13 @@ typedef struct otlp_receiver {
   uint16_t port;
   size_t max_body;
   otlp_writer_t writer;
+  /* The counters' writer, used in on_flush on the agent's thread for the
+   * one instance it flushes (flush_inst). */
+  otlp_writer_t flush_writer;
+  unsigned flush_inst;
+  /* Guards services[] and n_services: the requests (libmicrohttpd's
+   * thread) count, a flush (the agent's thread) reads. */
+  pthread_mutex_t mu;
   tg_buf_t inflated;
   otlp_service_stats_t services[OTLP_MAX_SERVICES + 1]; /* last: other */
   size_t n_services;

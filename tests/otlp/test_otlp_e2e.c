@@ -8,7 +8,9 @@
  *     nested in serve /a, processes alpha (pid 4242) and beta, the
  *     attributes and status as args (trace processor spells an
  *     annotation's dots as '_': debug.http_method), each serve /a joined to its GET /a
- *     by a flow, and GET /a lasting its 10 ms;
+ *     by a flow, and GET /a lasting its 10 ms; spans with bad ids are
+ *     refused with partial success and counted in the trace
+ *     (otlp.invalid_spans of their service, written at the flush);
  *   - bad input gets its status (400, 404, 405, 413, 415) with a reason,
  *     and the receiver still answers a good request after it all;
  *   - with no session the spans are answered 200 and counted unrecorded
@@ -76,6 +78,18 @@ static void spans_reach_the_trace_with_nesting_args_and_flows(void **state) {
   assert_int_equal(otlp_metric(&r, "tracegate_otlp_spans_total{service=\"beta\","
                               "outcome=\"accepted\"}"),
                    4);
+  /* Two spans of gamma with ids that are not ids: partial success, and
+   * counted in the trace at the stop's flush. */
+  static const char bad_ids[] =
+      "{\"resourceSpans\":[{\"resource\":{\"attributes\":[{\"key\":"
+      "\"service.name\",\"value\":{\"stringValue\":\"gamma\"}}]},"
+      "\"scopeSpans\":[{\"spans\":["
+      "{\"traceId\":\"4bf9\",\"spanId\":\"00f067aa0ba902b7\",\"name\":\"x\"},"
+      "{\"traceId\":\"4bf92f3577b34da6a3ce929d0cf0e4f7\",\"name\":\"y\"}"
+      "]}]}]}";
+  a = otlp_post(&r, "application/json", NULL, bad_ids, strlen(bad_ids));
+  assert_int_equal(a.status, 200);
+  assert_non_null(strstr(a.body, "\"rejectedSpans\":2"));
   assert_int_equal(otlp_metric(&r, "tracegate_otlp_spans_total{service=\"alpha\","
                               "outcome=\"accepted\"}"),
                    2);
@@ -100,11 +114,15 @@ static void spans_reach_the_trace_with_nesting_args_and_flows(void **state) {
       OTLP_SQL_ARG("db.query", "debug.db_rows", "real_value", "3.5")
       " as rows_arg, "
       OTLP_SQL_FLOWS("GET /a", "serve /a") " as flows, "
-      "(select min(dur) from slice where name = 'GET /a') as dur;",
+      "(select min(dur) from slice where name = 'GET /a') as dur, "
+      "(select max(c.value) from counter c join process_counter_track t "
+      " on c.track_id = t.id join process p using(upid) "
+      " where t.name = 'otlp.invalid_spans' and p.name = 'gamma') "
+      " as invalid;",
       out, sizeof(out));
   if (got == 0) skip();
   assert_int_equal(got, 1);
-  assert_string_equal(out, "2,2,2,2,1,1,2,2,2,2,10000000\n");
+  assert_string_equal(out, "2,2,2,2,1,1,2,2,2,2,10000000,2.000000\n");
 }
 
 static void bad_input_gets_its_status_and_the_receiver_stays_up(void **state) {
