@@ -62,7 +62,7 @@ int otlp_decode_body(const otlp_body_t *body, tg_buf_t *scratch,
     return 400;
   }
   if (rv == -E2BIG) {
-    *reason = "the JSON body's tree exceeds the receiver's limit";
+    *reason = "the decoded body would exceed the receiver's memory limit";
     return 413;
   }
   if (rv < 0) {

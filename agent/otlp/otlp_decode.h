@@ -18,16 +18,22 @@
 #include "agent/otlp/otlp_span.h"
 #include "common/buf.h"
 
-/* The most a gzip body may inflate to, and the most jansson's tree of a
- * JSON body may take: 16 times a 4 MiB body. */
-#define OTLP_MAX_INFLATED (64u << 20)
-#define OTLP_MAX_JSON_TREE (256u << 20)
+/* The most a gzip body may inflate to (8 times the default --max-body;
+ * an SDK's batch of 512 spans is well under 1 MiB), and the most memory a
+ * decoded body may take: jansson's tree of a JSON body, protobuf-c's
+ * unpacked message. Past either: 413. One request is decoded at a time,
+ * so these bound the receiver's memory with --max-body times its
+ * connections (docs/otlp.md, "Bad input"). */
+#define OTLP_MAX_INFLATED (32u << 20)
+#define OTLP_MAX_JSON_TREE (128u << 20)
+#define OTLP_MAX_PB_TREE (128u << 20)
 
 /* Decodes an ExportTraceServiceRequest in protobuf (|len| bytes at
  * |body_untrusted|, borrowed for the call) into |sink|, and what it found
  * into |*res| (zeroed first). Returns 0 (some spans may be rejected: see
  * |res|), TG_EPARSE (not that message: nothing was handed to the sink),
- * -ENOMEM, or the first error a sink call returned. */
+ * -E2BIG (unpacked it would take more than OTLP_MAX_PB_TREE), or the
+ * first error a sink call returned. */
 int otlp_decode_pb(const uint8_t *body_untrusted, size_t len,
                    const otlp_sink_t *sink, otlp_result_t *res);
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* OTLP/protobuf bodies through protobuf-c (proto/otlp/), into the sink. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -131,13 +132,40 @@ static int span_of(const pb_span_t *p, otlp__scratch_t *sc,
   return otlp__emit_span(sink, &s, ids_ok, res);
 }
 
+/* protobuf-c's allocator for one unpack, counting what it hands out: an
+ * unpacked message takes many times its wire size (a KeyValue of 6 bytes
+ * becomes two structs and a string), so a body within --max-body, or its
+ * gzip within OTLP_MAX_INFLATED, could otherwise ask for gigabytes. Past
+ * OTLP_MAX_PB_TREE the allocation fails and the unpack with it. */
+typedef struct counted {
+  size_t used;
+  bool over;
+} counted_t;
+
+static void *counted_alloc(void *data, size_t size) {
+  counted_t *c = data;
+  if (size > OTLP_MAX_PB_TREE - c->used) {
+    c->over = true;
+    return NULL;
+  }
+  c->used += size;
+  return malloc(size);
+}
+
+static void counted_free(void *data, void *p) {
+  (void)data;
+  free(p);
+}
+
 int otlp_decode_pb(const uint8_t *body_untrusted, size_t len,
                    const otlp_sink_t *sink, otlp_result_t *res) {
   memset(res, 0, sizeof(*res));
+  counted_t counted = {0};
+  ProtobufCAllocator alloc = {counted_alloc, counted_free, &counted};
   Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceRequest *req =
       opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
-          NULL, len, body_untrusted);
-  if (!req) return TG_EPARSE; /* malformed, or out of memory: both 400-ish */
+          &alloc, len, body_untrusted);
+  if (!req) return counted.over ? -E2BIG : TG_EPARSE;
   otlp__scratch_t *sc = malloc(sizeof(*sc));
   int rv = sc ? 0 : -ENOMEM;
   for (size_t i = 0; rv == 0 && i < req->n_resource_spans; i++) {
@@ -157,6 +185,6 @@ int otlp_decode_pb(const uint8_t *body_untrusted, size_t len,
   }
   free(sc);
   opentelemetry__proto__collector__trace__v1__export_trace_service_request__free_unpacked(
-      req, NULL);
+      req, &alloc);
   return rv;
 }

@@ -8,8 +8,9 @@
  *   - the body's way in answers as OTLP/HTTP says: 415 for another
  *     content type or encoding, 400 for malformed protobuf, JSON, a JSON
  *     of the wrong shape, nesting past jansson's limit or a corrupt gzip,
- *     413 for a gzip bomb; gzip bodies decode; a protobuf AnyValue nested
- *     a million deep costs no recursion. */
+ *     413 for a gzip bomb and for a protobuf body whose unpacked message
+ *     would pass the memory cap; gzip bodies decode; a protobuf AnyValue
+ *     nested a million deep costs no recursion. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -288,8 +289,8 @@ static void the_way_in_answers_as_otlp_http_says(void **state) {
   assert_int_equal(answer("application/json", "", d, 2 * deep, &s, &res), 400);
   free(d);
 
-  /* A bomb: 80 MiB of zeros in about 80 KiB, past OTLP_MAX_INFLATED. */
-  size_t big = 80u << 20;
+  /* A bomb: 40 MiB of zeros in about 40 KiB, past OTLP_MAX_INFLATED. */
+  size_t big = 40u << 20;
   uint8_t *zeros = calloc(1, big);
   assert_non_null(zeros);
   z = gzip(zeros, big, &zlen);
@@ -368,12 +369,60 @@ static void deep_protobuf_values_cost_no_recursion(void **state) {
   free(cur);
 }
 
+/* |n| as a varint at |p|; returns its size. */
+static size_t varint(uint8_t *p, uint64_t n) {
+  size_t k = 0;
+  do {
+    p[k++] = (uint8_t)((n & 0x7f) | (n > 0x7f ? 0x80 : 0));
+    n >>= 7;
+  } while (n);
+  return k;
+}
+
+/* A span of 4 million empty attributes (2 bytes each on the wire, tens of
+ * bytes each unpacked), gzip'd to some kilobytes: unpacking it whole
+ * would take hundreds of MiB; the decoder stops at OTLP_MAX_PB_TREE. */
+static void a_protobuf_memory_bomb_is_refused(void **state) {
+  (void)state;
+  size_t attrs = 4u << 20;
+  size_t span_len = 2 * attrs;
+  uint8_t *body = malloc(span_len + 64);
+  assert_non_null(body);
+  /* Request { 1: ResourceSpans { 2: ScopeSpans { 2: Span { 9: ""... } } } } */
+  uint8_t head[64];
+  size_t h = 0, lens[3];
+  lens[2] = span_len;                            /* the Span */
+  lens[1] = 1 + varint(head, lens[2]) + lens[2]; /* ScopeSpans */
+  lens[0] = 1 + varint(head, lens[1]) + lens[1]; /* ResourceSpans */
+  head[h++] = 0x0a;
+  h += varint(head + h, lens[0]);
+  head[h++] = 0x12;
+  h += varint(head + h, lens[1]);
+  head[h++] = 0x12;
+  h += varint(head + h, lens[2]);
+  memcpy(body, head, h);
+  for (size_t i = 0; i < attrs; i++) {
+    body[h + 2 * i] = 0x4a;
+    body[h + 2 * i + 1] = 0x00;
+  }
+  size_t zlen;
+  uint8_t *z = gzip(body, h + span_len, &zlen);
+  free(body);
+  seen_t s;
+  otlp_result_t res;
+  assert_int_equal(answer("application/x-protobuf", "gzip", z, zlen, &s, &res),
+                   413);
+  assert_int_equal(s.n, 0);
+  free(z);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(protobuf_and_json_give_the_same_spans),
       cmocka_unit_test(spans_with_bad_ids_are_rejected_one_by_one),
       cmocka_unit_test(the_way_in_answers_as_otlp_http_says),
       cmocka_unit_test(deep_protobuf_values_cost_no_recursion),
+      cmocka_unit_test(a_protobuf_memory_bomb_is_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
