@@ -39,6 +39,7 @@ int otlp__emit_span(const otlp_sink_t *sink, otlp_span_t *s, bool ids_ok,
     res->invalid_spans++;
     res->reason = "a span's trace_id or span_id is missing, of the wrong "
                   "size or all zero";
+    if (sink->invalid) sink->invalid(sink->ctx);
     return 0;
   }
   /* An all-zero parent is no parent (what some exporters send). */

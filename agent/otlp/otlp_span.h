@@ -118,6 +118,9 @@ typedef struct otlp_sink {
   int (*resource)(void *ctx, const otlp_resource_t *r);
   int (*span)(void *ctx, const otlp_span_t *s, bool *rejected);
   void *ctx;
+  /* Optional (NULL: not told): a span of the current resource was
+   * rejected for its ids and not handed to span(). */
+  void (*invalid)(void *ctx);
 } otlp_sink_t;
 
 /* What a decode found, for the response and the counters. */

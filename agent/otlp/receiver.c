@@ -177,11 +177,11 @@ static int count_span(void *ctx, const otlp_span_t *s, bool *rejected) {
   return w.span(w.ctx, s, rejected);
 }
 
-/* Ids that do not decode are counted where the decoder found them: the
- * result says how many, the service is the last one seen. */
-static void count_invalid(otlp_receiver_t *r, const otlp_result_t *res) {
+/* A span of the current resource with ids that are not ids. */
+static void count_invalid(void *ctx) {
+  otlp_receiver_t *r = ctx;
   pthread_mutex_lock(&r->mu);
-  if (res->invalid_spans && r->cur) r->cur->invalid += res->invalid_spans;
+  r->cur->invalid++;
   pthread_mutex_unlock(&r->mu);
 }
 
@@ -366,7 +366,7 @@ static void handle_traces(otlp_receiver_t *r, const req_t *req,
   r->requests++;
   otlp_body_t body = {req->content_type, req->content_encoding, req->body,
                       req->len};
-  otlp_sink_t sink = {count_resource, count_span, r};
+  otlp_sink_t sink = {count_resource, count_span, r, count_invalid};
   r->mode = overloaded() ? MODE_REFUSE : MODE_WRITE;
   r->cur = NULL;
   r->error_seen = r->slow_seen = false;
@@ -375,7 +375,6 @@ static void handle_traces(otlp_receiver_t *r, const req_t *req,
   const char *why = NULL;
   int err = 0;
   int status = otlp_decode_body(&body, &r->inflated, &sink, &res, &why, &err);
-  if (status == 200) count_invalid(r, &res);
   /* The inflated body is not kept between requests. */
   tg_buf_free(&r->inflated);
   tg_buf_init(&r->inflated, OTLP_MAX_INFLATED);

@@ -131,7 +131,7 @@ static double run_json_ring(void) {
 }
 static double run_pb_decode_only(void) {
   uint64_t n = 0;
-  otlp_sink_t k = {null_res, null_span, &n};
+  otlp_sink_t k = {.resource = null_res, .span = null_span, .ctx = &n};
   return run_decode(g_pb, g_pb_len, false, REQUESTS, NULL, &k);
 }
 

@@ -97,7 +97,7 @@ static void fz_run(int (*decode)(const uint8_t *, size_t, const otlp_sink_t *,
   otlp_writer_init(&c.w, &out);
   otlp_writer_begin(&c.w, 0);
   c.inner = otlp_writer_sink(&c.w);
-  otlp_sink_t k = {fz_resource, fz_span, &c};
+  otlp_sink_t k = {.resource = fz_resource, .span = fz_span, .ctx = &c};
   otlp_result_t res;
   int rv = decode(data, size, &k, &res);
   if (rv == 0 && (res.rejected_spans < res.invalid_spans ||

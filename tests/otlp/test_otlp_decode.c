@@ -142,7 +142,7 @@ static void check_request(const seen_t *s) {
 
 static otlp_sink_t sink_of(seen_t *s) {
   memset(s, 0, sizeof(*s));
-  return (otlp_sink_t){on_res, on_span, s};
+  return (otlp_sink_t){.resource = on_res, .span = on_span, .ctx = s};
 }
 
 static void protobuf_and_json_give_the_same_spans(void **state) {
