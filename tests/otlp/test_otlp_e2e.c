@@ -16,9 +16,11 @@
  *   - with no session the spans are answered 200 and counted unrecorded
  *     per service; with no tracegated they are answered 503 with
  *     Retry-After and counted refused per service (GET /metrics);
- *   - --trigger-on-error: a span with status ERROR activates the trigger,
- *     which stops a session waiting for it (STOP_TRACING), and the trace
- *     holds one trigger packet of that name from tracegate-otlp. */
+ *   - --trigger-on-error (a span with status ERROR) and
+ *     --trigger-on-latency (a span at least --latency-ms long) activate
+ *     their trigger, which stops a session waiting for it (STOP_TRACING),
+ *     and the trace holds one trigger packet of that name from
+ *     tracegate-otlp. */
 #include <curl/curl.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -231,17 +233,19 @@ static size_t triggers_named(Perfetto__Protos__TracePacket **pk, size_t n,
   return k;
 }
 
-static void an_error_span_fires_its_trigger(void **state) {
-  test_service_t *ts = *state;
+/* A session that stops on trigger |name|, a receiver with |extra| flags,
+ * and the test body posted: the session must stop, and its trace hold
+ * one trigger packet |name| from tracegate-otlp. */
+static void span_fires_trigger(test_service_t *ts, const char *const *extra,
+                               const char *name) {
   receiver_t r;
-  const char *extra[] = {"--trigger-on-error", "otlp.error", NULL};
   receiver_spawn(OTLP_PATH, ts->producer_sock, extra, &r);
   Perfetto__Protos__TraceConfig__TriggerConfig tc =
       PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__INIT;
   Perfetto__Protos__TraceConfig__TriggerConfig__Trigger tr =
       PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER__INIT;
   Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *trp = &tr;
-  tr.name = (char *)"otlp.error";
+  tr.name = (char *)name;
   tc.has_trigger_mode = 1;
   tc.trigger_mode =
       PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING;
@@ -272,10 +276,22 @@ static void an_error_span_fires_its_trigger(void **state) {
   size_t n = 0;
   Perfetto__Protos__TracePacket **pk = raw_consumer_read(&c, &n);
   assert_non_null(pk);
-  assert_int_equal(triggers_named(pk, n, "otlp.error"), 1);
+  assert_int_equal(triggers_named(pk, n, name), 1);
   free_packets(pk, n);
   raw_consumer_close(&c);
   receiver_stop(&r);
+}
+
+static void an_error_span_fires_its_trigger(void **state) {
+  const char *extra[] = {"--trigger-on-error", "otlp.error", NULL};
+  span_fires_trigger(*state, extra, "otlp.error");
+}
+
+/* The body's spans last 3 to 10 ms: 5 ms is reached. */
+static void a_slow_span_fires_its_trigger(void **state) {
+  const char *extra[] = {"--trigger-on-latency", "otlp.slow", "--latency-ms",
+                         "5", NULL};
+  span_fires_trigger(*state, extra, "otlp.slow");
 }
 
 int main(void) {
@@ -287,6 +303,7 @@ int main(void) {
       T(bad_input_gets_its_status_and_the_receiver_stays_up),
       T(spans_nobody_records_and_refused_ones_are_counted),
       T(an_error_span_fires_its_trigger),
+      T(a_slow_span_fires_its_trigger),
   };
 #undef T
   int rv = cmocka_run_group_tests(tests, NULL, NULL);
