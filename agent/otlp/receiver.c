@@ -401,6 +401,7 @@ static void handle_traces(otlp_receiver_t *r, const req_t *req,
 typedef struct pending {
   tg_buf_t body; /* capped at max_body */
   bool too_big;
+  bool answered; /* 413 queued before the body's end */
 } pending_t;
 
 static const char *header(struct MHD_Connection *c, const char *name) {
@@ -461,14 +462,28 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c,
     return MHD_YES;
   }
   if (*upload_data_size) {
-    /* A piece of the body (chunks already taken off). Past the cap the
-     * rest is read and dropped, and the answer is 413. */
+    /* A piece of the body (chunks already taken off). Past the cap: 413
+     * at once, and libmicrohttpd closes the connection after it, the
+     * rest unread; should it refuse an answer before the body's end,
+     * the rest is read into nothing and answered 413 at the end. */
     if (!p->too_big &&
-        tg_buf_append(&p->body, upload_data, *upload_data_size) < 0)
+        tg_buf_append(&p->body, upload_data, *upload_data_size) < 0) {
       p->too_big = true;
+      tg_buf_free(&p->body);
+      r->bad_requests++;
+      answer_error(&rp, &req, 413, grpc_code_of(413),
+                   "the body is larger than --max-body");
+      *upload_data_size = 0;
+      if (send_reply(c, &rp) == MHD_YES) {
+        p->answered = true;
+        return MHD_YES;
+      }
+      r->bad_requests--; /* counted again at the end */
+    }
     *upload_data_size = 0;
     return MHD_YES;
   }
+  if (p->answered) return MHD_YES;
   if (p->too_big) {
     r->bad_requests++;
     answer_error(&rp, &req, 413, grpc_code_of(413),
@@ -522,13 +537,14 @@ int otlp_receiver_start(otlp_receiver_t *r,
     return -EINVAL;
   }
   r->mhd = MHD_start_daemon(
-      flags, cfg->port, NULL, NULL, on_access, r, MHD_OPTION_SOCK_ADDR, addr,
+      flags, cfg->port, NULL, NULL, on_access, r,
+      /* First, so that every message of libmicrohttpd goes to our log. */
+      MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, addr,
       MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNS,
       MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)MAX_CONNS_PER_IP,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)TIMEOUT_S,
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HEADER_MEMORY,
-      MHD_OPTION_NOTIFY_COMPLETED, on_completed, r,
-      MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_END);
+      MHD_OPTION_NOTIFY_COMPLETED, on_completed, r, MHD_OPTION_END);
   if (!r->mhd) {
     TG_ERROR("cannot listen on %s port %u (taken?)", host, cfg->port);
     return -EIO;

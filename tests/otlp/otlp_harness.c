@@ -67,9 +67,10 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ctx) {
   return sz * n;
 }
 
-answer_t otlp_http(const receiver_t *r, const char *method, const char *path,
-                   const char *ct, const char *ce, const void *body,
-                   size_t len) {
+/* otlp_http with one more header line |extra| (NULL: none). */
+static answer_t request(const receiver_t *r, const char *method,
+                        const char *path, const char *ct, const char *ce,
+                        const char *extra, const void *body, size_t len) {
   answer_t a = {0};
   CURL *c = curl_easy_init();
   assert_non_null(c);
@@ -84,6 +85,7 @@ answer_t otlp_http(const receiver_t *r, const char *method, const char *path,
     snprintf(h2, sizeof(h2), "Content-Encoding: %s", ce);
     hs = curl_slist_append(hs, h2);
   }
+  if (extra) hs = curl_slist_append(hs, extra);
   hs = curl_slist_append(hs, "Expect:");
   curl_easy_setopt(c, CURLOPT_URL, url);
   curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
@@ -103,6 +105,18 @@ answer_t otlp_http(const receiver_t *r, const char *method, const char *path,
   curl_slist_free_all(hs);
   curl_easy_cleanup(c);
   return a;
+}
+
+answer_t otlp_http(const receiver_t *r, const char *method, const char *path,
+                   const char *ct, const char *ce, const void *body,
+                   size_t len) {
+  return request(r, method, path, ct, ce, NULL, body, len);
+}
+
+answer_t otlp_post_chunked(const receiver_t *r, const char *ct,
+                           const void *body, size_t len) {
+  return request(r, "POST", "/v1/traces", ct, NULL,
+                 "Transfer-Encoding: chunked", body, len);
 }
 
 answer_t otlp_post(const receiver_t *r, const char *ct, const char *ce,

@@ -42,6 +42,10 @@ answer_t otlp_http(const receiver_t *r, const char *method, const char *path,
 /* POST /v1/traces. */
 answer_t otlp_post(const receiver_t *r, const char *ct, const char *ce,
                    const void *body, size_t len);
+/* POST /v1/traces with the body framed by chunks (Transfer-Encoding:
+ * chunked, no Content-Length), as OTel's JavaScript exporters send. */
+answer_t otlp_post_chunked(const receiver_t *r, const char *ct,
+                           const void *body, size_t len);
 /* The value of the metrics line |series| (its name and labels), or -1. */
 long long otlp_metric(const receiver_t *r, const char *series);
 
