@@ -99,6 +99,11 @@ int tg_prof_diff(const tg_prof_host_t *host, const tg_prof_host_t *const *peers,
                  tg_prof_diff_t **out);
 void tg_prof_diff_free(tg_prof_diff_t *d);
 
+/* The narrowest call path the outputs for people (the collector's JSON
+ * and page, the CLI's --json) keep: 0.05%, under a pixel of a flame graph
+ * on a laptop's screen. */
+#define TG_PROF_DIFF_MIN_SHARE 0.0005
+
 /* The diff as JSON (docs/profiles.md): the host, the peers, the rule, the
  * functions and the tree; nodes whose host and peers' total shares are
  * both below |min_node_share| are left out of the tree (with their

@@ -200,10 +200,11 @@ int tg_prof_diff_pprof(const tg_prof_diff_t *d, bool base, tg_buf_t *out) {
   }
   char comment[512];
   snprintf(comment, sizeof(comment),
-           "tracegate diff: %s (machine %" PRIu32 ") %s the median of %zu "
-           "peers' self shares per call path, times the host's %s",
+           "tracegate diff of %s (machine %" PRIu32 "): %s; the base profile "
+           "is the median of %zu peers' self shares per call path times the "
+           "host's %s",
            d->host_name[0] ? d->host_name : "-", d->host_machine_id,
-           base ? "- base profile:" : "- the host's self shares; base:",
+           base ? "this is the base profile" : "this is the host's profile",
            d->n_peers, d->by_samples ? "samples" : "CPU ns");
   m.strs[S_EMPTY] = "";
   m.strs[S_TYPE] = d->by_samples ? "samples" : "cpu";

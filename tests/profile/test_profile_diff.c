@@ -23,98 +23,21 @@
 #include "common/json.h"
 #include "consumer/profile/profile_diff.h"
 #include "pb/pprof/profile.pb-c.h"
-#include "tests/profile/profile_trace.h"
+#include "tests/profile/profile_fleet.h"
 
-#define HOT_HOST 7
-#define N_HOSTS 20
-
-static const tg_perf_emit_frame_t st_cb[] = {
-    {&pt_app, 0x100, "main", 0}, {&pt_app, 0x600, "compress", 0},
-    {&pt_app, 0x700, "compress_block", 0}};
-static const tg_perf_emit_frame_t st_handle[] = {
-    {&pt_app, 0x100, "main", 0}, {&pt_app, 0x800, "serve", 0},
-    {&pt_app, 0x900, "handle", 0}};
-static const tg_perf_emit_frame_t st_parse[] = {
-    {&pt_app, 0x100, "main", 0}, {&pt_app, 0x800, "serve", 0},
-    {&pt_app, 0xa00, "parse", 0}};
-static const tg_perf_emit_frame_t st_anon[] = {
-    {&pt_app, 0x100, "main", 0}, {&pt_libc, 0x40, NULL, 0}};
-
-/* A fleet written a host at a time and fed to one profile in pieces. */
-typedef struct fleet {
-  pt_writer_t o;
-  tg_prof_t *p;
-  tg_perf_emitter_t *e;
-  uint64_t ts;
-} fleet_t;
-
-static void flush(fleet_t *f) {
-  assert_int_equal(tg_pbw_error(&f->o.w), 0);
-  assert_int_equal(tg_prof_feed(f->p, f->o.buf, (size_t)tg_pbw_written(&f->o.w)),
-                   0);
-  pt_init(&f->o);
-}
-
-static void samples(fleet_t *f, uint32_t m, const tg_perf_emit_frame_t *st,
-                    size_t n_frames, int n) {
-  for (int i = 0; i < n; i++) {
-    pt_sample(&f->o, f->e, m, m << 20 | 1, f->ts++, st, n_frames);
-    if (tg_pbw_written(&f->o.w) > 40000) flush(f);
-  }
-}
-
-/* One period of a host at |hz|: its samples by stack. */
-static void period(fleet_t *f, uint32_t m, uint64_t hz, int cb, int handle,
-                   int parse, int anon, int nocs) {
-  pt_defaults(&f->o, f->e, m, m << 20 | 1, f->ts++, hz);
-  samples(f, m, st_cb, 3, cb);
-  samples(f, m, st_handle, 3, handle);
-  samples(f, m, st_parse, 3, parse);
-  samples(f, m, st_anon, 2, anon);
-  samples(f, m, NULL, 0, nocs);
-  flush(f);
-}
-
-static void host_name(fleet_t *f, uint32_t m) {
-  char name[16];
-  snprintf(name, sizeof(name), "h%u", m);
-  pt_name(&f->o, m, name);
-}
-
-/* h1..h20 at 100 Hz, 1000 samples each: h7 40% compress_block, its peers
- * 32% to 68% around 5% (median 50 samples); every host 30 unnamed and 20
- * without a callstack. |small|: h20 has only 50 samples. |boost|: h7's
- * profile is a period at 100 Hz and one boosted to 400 Hz. */
 static tg_prof_t *make_fleet(bool small, bool boost) {
-  fleet_t *f = calloc(1, sizeof(*f));
-  assert_non_null(f);
-  pt_init(&f->o);
-  f->p = tg_prof_new(NULL);
-  f->e = tg_perf_emitter_new(0);
-  assert_non_null(f->p);
-  assert_non_null(f->e);
-  f->ts = 1000;
-  for (uint32_t m = 1; m <= N_HOSTS; m++) host_name(f, m);
-  for (uint32_t m = 1; m <= N_HOSTS; m++) {
-    int j = (int)m - 1 - (m > HOT_HOST); /* peers 0..18 */
-    if (m == HOT_HOST && boost) {
-      /* 5 s at 100 Hz (40% compress_block), 5 s at 400 Hz (20%): by CPU
-       * time 30%, as 100 Hz throughout would count it. */
-      period(f, m, 100, 200, 150, 100, 30, 20);
-      period(f, m, 400, 400, 1050, 550, 0, 0);
-    } else if (m == HOT_HOST) {
-      period(f, m, 100, 400, 300, 250, 30, 20);
-    } else if (m == N_HOSTS && small) {
-      period(f, m, 100, 25, 25, 0, 0, 0);
-    } else {
-      int d = (j - 9) * 2;
-      period(f, m, 100, 50 + d, 500 - d, 400, 30, 20);
-    }
+  tg_buf_t t;
+  tg_buf_init(&t, 0);
+  assert_int_equal(pf_build(&t, small, boost), 0);
+  tg_prof_t *p = tg_prof_new(NULL);
+  assert_non_null(p);
+  for (size_t at = 0; at < tg_buf_size(&t); at += 4096) {
+    size_t n = tg_buf_size(&t) - at;
+    assert_int_equal(tg_prof_feed(p, tg_buf_begin(&t) + at, n < 4096 ? n : 4096),
+                     0);
   }
-  assert_int_equal(tg_prof_end(f->p), 0);
-  tg_prof_t *p = f->p;
-  tg_perf_emitter_free(f->e);
-  free(f);
+  assert_int_equal(tg_prof_end(p), 0);
+  tg_buf_free(&t);
   return p;
 }
 
