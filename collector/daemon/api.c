@@ -972,6 +972,8 @@ static const char *const post_args[] = {"reason", "group", "wait", NULL};
 static const char *const pin_args[] = {"pinned", NULL};
 static const char *const trace_args[] = {"host", NULL};
 static const char *const profile_args[] = {"host", "format", NULL};
+static const char *const diff_args[] = {"host", "format", "base",
+                                        "min_samples", NULL};
 
 /* The page, its files and /metrics take no arguments but ignore them (a
  * browser's reload may add some); everything under /api/v1 checks its
@@ -995,6 +997,8 @@ static const coll_route_t routes[] = {
     /* The same role as the trace it is made of. */
     {COLL_ROUTE_GET, API "/snapshots/{id}/profile", TG_ROLE_OBSERVE,
      profile_args, coll_api_get_profile},
+    {COLL_ROUTE_GET, API "/snapshots/{id}/profile/diff", TG_ROLE_OBSERVE,
+     diff_args, coll_api_get_profile_diff},
     {COLL_ROUTE_POST, API "/snapshots/{id}/pin", TG_ROLE_RECORD, pin_args,
      post_pin},
     {COLL_ROUTE_POST, API "/alertmanager", TG_ROLE_RECORD, no_args,

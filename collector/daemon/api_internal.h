@@ -40,6 +40,9 @@ int coll_api_plan_part(coll_t *c, tg_http_exchange_t *x, uint64_t id,
 /* GET /api/v1/snapshots/ID/profile (api_profile.c). */
 void coll_api_get_profile(coll_t *c, tg_http_exchange_t *x,
                           const tg_http_request_t *r, uint64_t id);
+/* GET /api/v1/snapshots/ID/profile/diff (api_profile.c). */
+void coll_api_get_profile_diff(coll_t *c, tg_http_exchange_t *x,
+                               const tg_http_request_t *r, uint64_t id);
 /* |x| went away: a profile being made for it is not sent. */
 void coll_api_profile_abandon(coll_t *c, tg_http_exchange_t *x);
 
