@@ -247,7 +247,7 @@ static int snapshot_get(int argc, char **argv) {
       {"base", TG_FLAG_BOOL, &base, NULL,
        "with --diff --pprof: the peers' median profile (-diff_base)", 0, 0},
       {"min-samples", TG_FLAG_UINT, &min_samples, "N",
-       "with --diff: a host under N samples is too few (default 100)", 1,
+       "with --diff: a host under N samples is too few (0: the rule's 100)", 0,
        1000000000},
       CLI_SNAP_TLS_FLAGS(o),
   };
