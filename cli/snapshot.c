@@ -212,7 +212,9 @@ static const char get_about[] =
     "hosts instead, as JSON (GET /api/v1/snapshots/ID/profile/diff?host=H;\n"
     "docs/profiles.md, \"A host against its peers\"); with --pprof H's call\n"
     "tree as pprof, with --pprof --base the peers' median one (go tool\n"
-    "pprof -diff_base=BASE H). --min-samples N sets the rule's minimum.\n"
+    "pprof -diff_base=BASE H). --min-samples N sets the rule's minimum;\n"
+    "--history N compares H with itself in its last N snapshots before ID\n"
+    "(against=history&n=N) rather than with the other hosts.\n"
     "\n"
     "examples:\n"
     "  " CLI_PROG " snapshot get 000000000000002a --collector 127.0.0.1:7468 "
@@ -225,7 +227,7 @@ static const char get_about[] =
 static int snapshot_get(int argc, char **argv) {
   bool pprof = false, base = false;
   const char *diff = NULL;
-  uint64_t min_samples = 0;
+  uint64_t min_samples = 0, history = 0;
   snap_opts_t o;
   memset(&o, 0, sizeof(o));
   o.timeout_s = DEFAULT_TIMEOUT_S;
@@ -246,6 +248,9 @@ static int snapshot_get(int argc, char **argv) {
        0, 0},
       {"base", TG_FLAG_BOOL, &base, NULL,
        "with --diff --pprof: the peers' median profile (-diff_base)", 0, 0},
+      {"history", TG_FLAG_UINT, &history, "N",
+       "with --diff: against the host's own last N snapshots, not the other "
+       "hosts (0: the others)", 0, 20},
       {"min-samples", TG_FLAG_UINT, &min_samples, "N",
        "with --diff: a host under N samples is too few (0: the rule's 100)", 0,
        1000000000},
@@ -256,7 +261,8 @@ static int snapshot_get(int argc, char **argv) {
   int rv = cli_parse_flags(GET_PROG,
                            "ID --collector ADDR [--host H[,H2...]] --output "
                            "FILE\n         [--pprof] [--diff H [--base] "
-                           "[--min-samples N]]\n         [--timeout DURATION] "
+                           "[--min-samples N] [--history N]]\n         "
+                           "[--timeout DURATION] "
                            "[--ca F --cert F --key F]",
                            get_about, flags, sizeof(flags) / sizeof(flags[0]),
                            argc, argv, pos, 1, &n_pos);
@@ -282,9 +288,9 @@ static int snapshot_get(int argc, char **argv) {
             GET_PROG);
     return CLI_EXIT_USAGE;
   }
-  if ((base && (!diff || !pprof)) || (min_samples && !diff)) {
+  if ((base && (!diff || !pprof)) || ((min_samples || history) && !diff)) {
     fprintf(stderr, "%s: --base goes with --diff H --pprof, --min-samples "
-            "with --diff\n", GET_PROG);
+            "and --history with --diff\n", GET_PROG);
     return CLI_EXIT_USAGE;
   }
   if (pprof && !diff && (!o.host || strchr(o.host, ','))) {
@@ -294,7 +300,8 @@ static int snapshot_get(int argc, char **argv) {
   if (cli_snap_check_usage(GET_PROG, &o, &a) < 0) return CLI_EXIT_USAGE;
 
   size_t cap = sizeof(API_PATH "//profile/diff?host=&format=pprof&base=1"
-                     "&min_samples=") + 20 + CLI_SNAP_ID_LEN +
+                     "&min_samples=&against=history&n=") + 40 +
+               CLI_SNAP_ID_LEN +
                (o.host ? 3 * strlen(o.host) : 0) +
                (diff ? 3 * strlen(diff) : 0) + 1;
   char *path = malloc(cap);
@@ -314,6 +321,9 @@ static int snapshot_get(int argc, char **argv) {
   if (min_samples)
     len += (size_t)snprintf(path + len, cap - len, "&min_samples=%" PRIu64,
                             min_samples);
+  if (history)
+    len += (size_t)snprintf(path + len, cap - len,
+                            "&against=history&n=%" PRIu64, history);
 
   /* Under a name of its own beside FILE, renamed when whole. */
   bool to_stdout = !strcmp(o.output, "-");

@@ -17,7 +17,8 @@
  * idle x2, other): hot first, at A's 75% against B's 25%, with both
  * sample counts; under the default minimum (100 samples) A is marked too
  * few and B left out; pprof and its base; the CLI writes the API's bytes;
- * bad arguments are refused.
+ * bad arguments are refused. Against its history (against=history&n=N):
+ * host A in a second snapshot against itself in the first.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -105,10 +106,11 @@ static int64_t diff_profile_total(const char *path, const char *fn,
   return profile_total(path, 1, fn, named);
 }
 
-/* tracegate-perf's packets of a host, committed as one chunk: a defaults
- * packet, then |hot| samples main>work>hot, |idle| main>idle and |other|
- * main>other. */
-static void commit_perf_mix(raw_producer_t *p, int hot, int idle, int other) {
+/* tracegate-perf's packets of a host, committed as one chunk of |writer|
+ * (a sequence of its own): a defaults packet, then |hot| samples
+ * main>work>hot, |idle| main>idle and |other| main>other. */
+static void commit_perf_on(raw_producer_t *p, uint16_t writer, int hot,
+                           int idle, int other) {
   static const tg_perf_emit_mapping_t app = {
       .start = 0x400000, .end = 0x500000, .path = "/usr/bin/app"};
   const tg_perf_emit_frame_t st_hot[] = {
@@ -145,11 +147,15 @@ static void commit_perf_mix(raw_producer_t *p, int hot, int idle, int other) {
     lens[i] = (size_t)tg_pbw_written(&w);
   }
   tg_perf_emitter_free(e);
-  assert_int_equal(raw_producer_write_chunk(p, 0, 0, TG_PAGE_DIV_1, 1, 0, 0,
-                                            frags, lens, (size_t)n),
+  assert_int_equal(raw_producer_write_chunk(p, 0, 0, TG_PAGE_DIV_1, writer, 0,
+                                            0, frags, lens, (unsigned)n),
                    0);
   uint32_t page = 0, chunk = 0;
   assert_int_equal(raw_producer_commit(p, &page, &chunk, 1, 0), 0);
+}
+
+static void commit_perf_mix(raw_producer_t *p, int hot, int idle, int other) {
+  commit_perf_on(p, 1, hot, idle, other);
 }
 
 /* Host A's: main>work>hot x3, main>idle x1. */
@@ -332,10 +338,76 @@ static void a_host_against_its_peers(void **state) {
   fleet_host_stop(&h[1]);
 }
 
+/* against=history: host A in snapshot 2 against itself in snapshot 1
+ * (hot x3, idle x1: 75% hot), after a second sequence of hot x0, idle x1,
+ * other x2 (whatever snapshot 2 keeps of the first, hot's share falls). */
+static void a_host_against_its_history(void **state) {
+  (void)state;
+  fleet_host_t h[2];
+  collector_t c;
+  fleet_up(h, &c, NULL);
+  commit_perf_mix(&h[0].p, 3, 1, 0);
+  char id1[32], id2[32], a[320], path[1024], hj[512], bad[512];
+  snprintf(id1, sizeof(id1), "%s", snapshot(&c, h, 2, fleet_in_dir("s1.json")));
+  commit_perf_on(&h[0].p, 2, 0, 1, 2);
+  snprintf(id2, sizeof(id2), "%s", snapshot(&c, h, 2, fleet_in_dir("s2.json")));
+  snprintf(a, sizeof(a), "%s", h[0].spec);
+  snprintf(hj, sizeof(hj), "%s", fleet_in_dir("history.json"));
+  snprintf(bad, sizeof(bad), "%s", fleet_in_dir("bad.json"));
+  snprintf(path, sizeof(path),
+           "/api/v1/snapshots/%s/profile/diff?host=%s&against=history&n=5&"
+           "min_samples=1", id2, a);
+  assert_int_equal(http(&c, "GET", path, hj), 200);
+  json_t *d = load(hj);
+  assert_string_equal(json_string_value(json_object_get(d, "against")),
+                      "history");
+  json_t *ids = json_object_get(d, "snapshots");
+  assert_int_equal(json_array_size(ids), 1);
+  assert_string_equal(json_string_value(json_array_get(ids, 0)), id1);
+  assert_true(num(d, "snapshots_skipped") == 0);
+  assert_true(num(json_object_get(d, "peers"), "count") == 1);
+  json_t *f0 = json_array_get(json_object_get(d, "functions"), 0);
+  assert_string_equal(json_string_value(json_object_get(f0, "name")), "hot");
+  assert_true(num(f0, "peers_median_share") == 0.75);
+  assert_true(num(f0, "peers_samples") == 3);
+  assert_true(num(f0, "diff") < -0.3);
+  json_decref(d);
+  /* `snapshot ID --diff H --history N` writes the same bytes. */
+  char addr[64], cli_h[512];
+  snprintf(addr, sizeof(addr), "127.0.0.1:%d", c.port);
+  snprintf(cli_h, sizeof(cli_h), "%s", fleet_in_dir("cli-history.json"));
+  const char *argv[] = {"snapshot", id2, "--diff", a, "--history", "5",
+                        "--min-samples", "1", "--collector", addr, "-o",
+                        cli_h, NULL};
+  assert_int_equal(coll_run_cli(TRACEGATE_CLI_PATH, argv,
+                                fleet_in_dir("cli.err")), 0);
+  assert_same_file(cli_h, hj);
+  /* The first snapshot has no history: nothing to compare with. */
+  snprintf(path, sizeof(path),
+           "/api/v1/snapshots/%s/profile/diff?host=%s&against=history", id1,
+           a);
+  assert_int_equal(http(&c, "GET", path, hj), 200);
+  d = load(hj);
+  assert_int_equal(json_array_size(json_object_get(d, "snapshots")), 0);
+  assert_true(num(json_object_get(d, "peers"), "count") == 0);
+  json_decref(d);
+  const char *refused[] = {"against=history&n=0", "against=history&n=21",
+                           "n=2", "against=yesterday", "against=history&n=x"};
+  for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+    snprintf(path, sizeof(path), "/api/v1/snapshots/%s/profile/diff?host=%s&%s",
+             id2, a, refused[i]);
+    assert_int_equal(http(&c, "GET", path, bad), 400);
+  }
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FLEET_TEST(a_hosts_profile_of_a_snapshot),
       FLEET_TEST(a_host_against_its_peers),
+      FLEET_TEST(a_host_against_its_history),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }
