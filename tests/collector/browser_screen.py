@@ -554,9 +554,9 @@ def check_diff(s, args):
     hot = [x for x in r["rects"] if x["title"].startswith("compress_block:")]
     cold = [x for x in r["rects"] if x["title"].startswith("serve:")]
     same = [x for x in r["rects"] if x["title"].startswith("main:")]
-    check(hot and hot[0]["fill"] == "rgb(245,70,70)" and abs(hot[0]["width"] - 400) < 1e-6,
+    check(hot and hot[0]["fill"] == "rgb(245,110,110)" and abs(hot[0]["width"] - 400) < 1e-6,
           "diff: compress_block's box is %r, want red and 400 of 1000 wide" % hot)
-    check(cold and cold[0]["fill"] == "rgb(70,70,245)",
+    check(cold and cold[0]["fill"] == "rgb(110,110,245)",
           "diff: serve's box (-35%%) is %r, want blue" % cold)
     check(same and same[0]["fill"] == "rgb(245,245,245)",
           "diff: main's box (no difference) is %r, want white" % same)

@@ -493,7 +493,7 @@ const signed = (v) => (v > 0 ? '+' : '') + (100 * v).toFixed(2) + '%';
 // less, white for the same.
 function diffColour(diff) {
   const t = Math.min(1, Math.abs(diff) / FLAME_FULL);
-  const fade = Math.round(245 - 175 * t);
+  const fade = Math.round(245 - 135 * t);
   return diff > 0 ? 'rgb(245,' + fade + ',' + fade + ')' : 'rgb(' + fade + ',' + fade + ',245)';
 }
 const SVG = 'http://www.w3.org/2000/svg';
