@@ -45,8 +45,7 @@ typedef struct entry {
 
 /* Functions or call paths. */
 typedef struct col {
-  tg__prof_itab_t tab;
-  size_t max;
+  tg__prof_itab_t tab; /* bounded by max_nodes entries */
   key_acc_t *acc;
   scratch_t *scr;
   uint32_t *parent, *func, *depth; /* call paths only */
@@ -76,11 +75,9 @@ typedef struct walker {
   size_t fmap_cap;
 } walker_t;
 
-static int col_init(col_t *c, uint64_t seed, size_t max) {
+static void col_init(col_t *c, uint64_t seed, size_t max) {
   memset(c, 0, sizeof(*c));
-  c->max = max;
   tg__prof_itab_init(&c->tab, seed, max, SIZE_MAX);
-  return 0;
 }
 
 static void col_free(col_t *c) {
