@@ -375,6 +375,17 @@ out:
   return rv;
 }
 
+/* coll_api_plan_part's answers: none for a NULL |x| (a snapshot looked
+ * at for another's sake: the caller skips it). */
+static void part_respond(tg_http_exchange_t *x, int status, json_t *doc) {
+  if (x) respond_json(x, status, doc);
+  else json_decref(doc);
+}
+
+static void part_error(tg_http_exchange_t *x, int status, const char *why) {
+  if (x) json_error(x, status, why);
+}
+
 int coll_api_plan_part(coll_t *c, tg_http_exchange_t *x, uint64_t id,
                        const char *list, uint64_t size, int sfd, int sifd,
                        coll_part_t *part) {
@@ -390,17 +401,17 @@ int coll_api_plan_part(coll_t *c, tg_http_exchange_t *x, uint64_t id,
   tg_coll_snapshot_t row;
   /* Deleted since its file was opened: the index went with it. */
   if (rv == -ENOENT && tg_coll_store_get(c->store, id, &row) == -ENOENT) {
-    json_error(x, 404, "no such snapshot, or it holds no trace");
+    part_error(x, 404, "no such snapshot, or it holds no trace");
     goto out;
   }
   if (rv == -ENOENT) {
-    respond_json(x, 409, json_pack("{s:s, s:s}", "error",
+    part_respond(x, 409, json_pack("{s:s, s:s}", "error",
                                    "this snapshot has no host index: only its "
                                    "whole trace can be downloaded", "id", idt));
     goto out;
   }
   if (rv < 0) {
-    json_error(x, 503, tg_strerror(rv));
+    part_error(x, 503, tg_strerror(rv));
     goto out;
   }
   rv = tg_coll_index_read(ifd, size, &ix);
@@ -408,7 +419,7 @@ int coll_api_plan_part(coll_t *c, tg_http_exchange_t *x, uint64_t id,
     TG_ERROR("snapshot %s: its host index cannot be used: %s", idt,
              rv == TG_EPARSE ? "it does not describe the trace (damaged or "
                                "edited)" : tg_strerror(rv));
-    json_error(x, 500, rv == TG_EPARSE
+    part_error(x, 500, rv == TG_EPARSE
                            ? "this snapshot's host index is damaged (see the "
                              "collector's log): only its whole trace can be "
                              "downloaded"
@@ -417,7 +428,7 @@ int coll_api_plan_part(coll_t *c, tg_http_exchange_t *x, uint64_t id,
   }
   want = calloc(ix.n_hosts, sizeof(*want));
   if (!want) {
-    json_error(x, 500, "out of memory");
+    part_error(x, 500, "out of memory");
     goto out;
   }
   const char *first = NULL;
@@ -425,7 +436,7 @@ int coll_api_plan_part(coll_t *c, tg_http_exchange_t *x, uint64_t id,
     const char *comma = strchr(p, ',');
     size_t len = comma ? (size_t)(comma - p) : strlen(p);
     if (len < 1 || len > TG_COLL_HOST_MAX) {
-      json_error(x, 400, "host: a comma-separated list of the snapshot's "
+      part_error(x, 400, "host: a comma-separated list of the snapshot's "
                          "hosts (each 1 to 320 bytes)");
       goto out;
     }
@@ -433,7 +444,7 @@ int coll_api_plan_part(coll_t *c, tg_http_exchange_t *x, uint64_t id,
     if (tg_coll_index_find(&ix, p, len, &h) < 0) {
       char name[TG_COLL_HOST_MAX + 1];
       snprintf(name, sizeof(name), "%.*s", (int)len, p);
-      respond_json(x, 404, json_pack("{s:s, s:s, s:o}", "error",
+      part_respond(x, 404, json_pack("{s:s, s:s, s:o}", "error",
                                      "no such host in this snapshot", "id", idt,
                                      "host", tg_json_text(name)));
       goto out;
@@ -452,7 +463,7 @@ int coll_api_plan_part(coll_t *c, tg_http_exchange_t *x, uint64_t id,
     TG_ERROR("snapshot %s: its host index cannot be used: %s", idt,
              rv == TG_EPARSE ? "an extent list does not describe the trace "
                                "(damaged or edited)" : tg_strerror(rv));
-    json_error(x, 500, rv == TG_EPARSE
+    part_error(x, 500, rv == TG_EPARSE
                            ? "this snapshot's host index is damaged (see the "
                              "collector's log): only its whole trace can be "
                              "downloaded"
@@ -461,7 +472,7 @@ int coll_api_plan_part(coll_t *c, tg_http_exchange_t *x, uint64_t id,
   }
   ext = malloc((n_ext ? n_ext : 1) * sizeof(*ext));
   if (!ext) {
-    json_error(x, 500, "out of memory");
+    part_error(x, 500, "out of memory");
     goto out;
   }
   for (size_t i = 0; i < n_ext; i++)
@@ -469,7 +480,7 @@ int coll_api_plan_part(coll_t *c, tg_http_exchange_t *x, uint64_t id,
   if (sfd >= 0) {
     rv = add_symbols(id, sfd, sifd, &ix, want, n, &ext, &n_ext);
     if (rv < 0) {
-      json_error(x, 500, rv == -ENOMEM ? "out of memory"
+      part_error(x, 500, rv == -ENOMEM ? "out of memory"
                                        : "cannot read the snapshot's symbols");
       goto out;
     }
@@ -984,6 +995,9 @@ static const char *const post_args[] = {"reason", "group", "wait", NULL};
 static const char *const pin_args[] = {"pinned", NULL};
 static const char *const trace_args[] = {"host", NULL};
 static const char *const profile_args[] = {"host", "format", NULL};
+static const char *const diff_args[] = {"host",        "format",  "base",
+                                        "min_samples", "against", "n",
+                                        NULL};
 
 /* The page, its files and /metrics take no arguments but ignore them (a
  * browser's reload may add some); everything under /api/v1 checks its
@@ -1007,6 +1021,8 @@ static const coll_route_t routes[] = {
     /* The same role as the trace it is made of. */
     {COLL_ROUTE_GET, API "/snapshots/{id}/profile", TG_ROLE_OBSERVE,
      profile_args, coll_api_get_profile},
+    {COLL_ROUTE_GET, API "/snapshots/{id}/profile/diff", TG_ROLE_OBSERVE,
+     diff_args, coll_api_get_profile_diff},
     {COLL_ROUTE_POST, API "/snapshots/{id}/pin", TG_ROLE_RECORD, pin_args,
      post_pin},
     {COLL_ROUTE_POST, API "/alertmanager", TG_ROLE_RECORD, no_args,
