@@ -224,7 +224,9 @@ static void after_work(uv_work_t *w, int status) {
   coll_t *c = j->c;
   struct coll_shares *q = c->shares;
   q->running = NULL;
-  if (c->stopping) {
+  /* Stopped meanwhile (coll_shares_stop): nothing is stored, and the
+   * queue goes with this last job. */
+  if (atomic_load(&q->stop)) {
     job_free(j);
     free(q);
     c->shares = NULL;
@@ -312,7 +314,9 @@ static void start_next(coll_t *c) {
 }
 
 void coll_shares_queue(coll_t *c, uint64_t id) {
-  if (!c->cfg.function_shares_top || c->stopping) return;
+  if (!c->cfg.function_shares_top || c->stopping ||
+      (c->shares && atomic_load(&c->shares->stop)))
+    return;
   if (!c->shares && !(c->shares = calloc(1, sizeof(*c->shares)))) {
     TG_WARN("snapshot %016" PRIx64 ": no function shares: out of memory", id);
     return;

@@ -34,8 +34,9 @@
 /* Snapshot |id| is stored live and its symbols (if any) are done: make
  * its shares when function_shares_top is not 0. */
 void coll_shares_queue(coll_t *c, uint64_t id);
-/* The daemon stops: the queue is forgotten; the work under way ends at
- * its next piece and stores nothing. */
+/* The daemon stops: the queue is forgotten and freed (at once, or when
+ * the work under way comes back: it ends at its next piece and stores
+ * nothing); no snapshot is queued after. */
 void coll_shares_stop(coll_t *c);
 /* tracegate_collector_function_shares_total{outcome=stored|failed|dropped} */
 void coll_shares_metrics(const coll_t *c, FILE *f);
