@@ -135,6 +135,24 @@ static const char *const migrations[TG_COLL_PG_SCHEMA] = {
   " SELECT (SELECT count(*) FROM w)," \
   " EXISTS (SELECT 1 FROM snapshots WHERE id = $1)"
 
+/* find_shares' two statements (catalog_pg_ops.c): their columns, the
+ * function's rows, and what both filter, order and page by. */
+#define SHARES_COLS                                                        \
+  "SELECT f.snapshot_id, s.started_ms, f.host, f.rank, f.kind, f.file,"   \
+  " f.cut, f.self_ns, f.total_ns, f.self_samples, f.total_samples,"       \
+  " f.host_cpu_ns, f.host_samples, f.by_samples, f.self_share,"           \
+  " f.total_share FROM function_shares f"                                 \
+  " JOIN snapshots s ON s.id = f.snapshot_id WHERE f.function = $1"
+#define SHARES_FILTER                                                      \
+  " AND ($4 <= 0 OR (CASE WHEN $3 <> 0"                                   \
+  "  THEN f.self_share ELSE f.total_share END) > $4)"                     \
+  " AND s.started_ms >= $5 AND s.started_ms < $6"                         \
+  " AND ($7 = 0 OR f.snapshot_id < $7"                                    \
+  "  OR (f.snapshot_id = $7 AND (f.host > $8"                             \
+  "  OR (f.host = $8 AND f.rank > $9))))"                                 \
+  " ORDER BY f.snapshot_id DESC, f.host, f.rank LIMIT $10"
+#define SHARES_SHAPE "iiyiiybiiiiiibdd"
+
 typedef struct stmt_def {
   const char *sql;
   const char *params; /* i int8, y bytea, d float8 */
@@ -243,24 +261,13 @@ static const stmt_def_t stmts[P_COUNT] = {
                          " $5, $6, $7 <> 0, $8, $9, $10, $11, $12, $13,"
                          " $14 <> 0, $15, $16)",
                          "iyiiyyiiiiiiiidd", ""},
-    /* Paging on the answer's order: (snapshot_id DESC, host, rank). */
-    [P_SHARES_FIND] = {"SELECT f.snapshot_id, s.started_ms, f.host, f.rank,"
-                       " f.kind, f.file, f.cut, f.self_ns, f.total_ns,"
-                       " f.self_samples, f.total_samples, f.host_cpu_ns,"
-                       " f.host_samples, f.by_samples, f.self_share,"
-                       " f.total_share FROM function_shares f"
-                       " JOIN snapshots s ON s.id = f.snapshot_id"
-                       " WHERE f.function = $1"
-                       " AND ($2::bytea IS NULL OR f.host = $2)"
-                       " AND ($4 <= 0 OR (CASE WHEN $3 <> 0"
-                       "  THEN f.self_share ELSE f.total_share END) > $4)"
-                       " AND s.started_ms >= $5 AND s.started_ms < $6"
-                       " AND ($7 = 0 OR f.snapshot_id < $7"
-                       "  OR (f.snapshot_id = $7 AND (f.host > $8"
-                       "  OR (f.host = $8 AND f.rank > $9))))"
-                       " ORDER BY f.snapshot_id DESC, f.host, f.rank"
-                       " LIMIT $10",
-                       "yyidiiiyii", "iiyiiybiiiiiibdd"},
+    /* Paging on the answer's order: (snapshot_id DESC, host, rank). Two
+     * statements, so that each plans with its index: any host (by
+     * function), one host (by host and function). */
+    [P_SHARES_FIND] = {SHARES_COLS " AND $2::bytea IS NULL" SHARES_FILTER,
+                       "yyidiiiyii", SHARES_SHAPE},
+    [P_SHARES_FIND_HOST] = {SHARES_COLS " AND f.host = $2" SHARES_FILTER,
+                            "yyidiiiyii", SHARES_SHAPE},
     [P_RESERVE] = {"SELECT setval(pg_get_serial_sequence('snapshots', 'id'),"
                    " GREATEST($1, nextval(pg_get_serial_sequence("
                    "'snapshots', 'id'))))",
@@ -275,7 +282,7 @@ static const char *stmt_name(tg__coll_pg_stmt_t s) {
       "tg_remove_unpinned",
       "tg_retention", "tg_insert_at", "tg_reserve",
       "tg_shares_clear", "tg_shares_lock", "tg_shares_insert",
-      "tg_shares_find"};
+      "tg_shares_find", "tg_shares_find_host"};
   return names[s];
 }
 

@@ -35,6 +35,7 @@ typedef enum {
   P_SHARES_LOCK,
   P_SHARES_INSERT,
   P_SHARES_FIND,
+  P_SHARES_FIND_HOST,
   P_COUNT
 } tg__coll_pg_stmt_t;
 

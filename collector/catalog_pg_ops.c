@@ -523,7 +523,8 @@ static int op_find_shares(tg_coll_catalog_t *cat,
   tg__coll_pg_arg_int(&a, (int64_t)q->after_rank);
   tg__coll_pg_arg_int(&a, (int64_t)limit);
   PGresult *r;
-  if ((err = tg__coll_pg_run(c, P_SHARES_FIND, &a, &r, "find shares")))
+  if ((err = tg__coll_pg_run(c, q->host ? P_SHARES_FIND_HOST : P_SHARES_FIND,
+                             &a, &r, "find shares")))
     return err;
   int rows = PQntuples(r);
   size_t got = 0;

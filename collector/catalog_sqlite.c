@@ -203,21 +203,24 @@ static const char *const sql[S_COUNT] = {
         " total_samples, host_cpu_ns, host_samples, by_samples, self_share,"
         " total_share) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
         " ?11, ?12, ?13, ?14, ?15, ?16)",
-    /* Paging on the answer's order: (snapshot_id DESC, host, rank). */
-    [S_SHARES_FIND] =
-        "SELECT f.snapshot_id, s.started_ms, f.host, f.rank, f.kind, f.file,"
-        " f.cut, f.self_ns, f.total_ns, f.self_samples, f.total_samples,"
-        " f.host_cpu_ns, f.host_samples, f.by_samples, f.self_share,"
-        " f.total_share FROM function_shares f"
-        " JOIN snapshots s ON s.id = f.snapshot_id"
-        " WHERE f.function = ?1"
-        " AND (?2 IS NULL OR f.host = ?2)"
-        " AND (?4 <= 0"
-        "  OR (CASE WHEN ?3 THEN f.self_share ELSE f.total_share END) > ?4)"
-        " AND s.started_ms >= ?5 AND s.started_ms < ?6"
-        " AND (?7 = 0 OR f.snapshot_id < ?7 OR (f.snapshot_id = ?7"
-        "  AND (f.host > ?8 OR (f.host = ?8 AND f.rank > ?9))))"
-        " ORDER BY f.snapshot_id DESC, f.host, f.rank LIMIT ?10",
+    /* Paging on the answer's order: (snapshot_id DESC, host, rank). Two
+     * statements, so that each has its index: any host (by function),
+     * one host (by host and function). */
+#define SHARES_COLS                                                        \
+  "SELECT f.snapshot_id, s.started_ms, f.host, f.rank, f.kind, f.file,"   \
+  " f.cut, f.self_ns, f.total_ns, f.self_samples, f.total_samples,"       \
+  " f.host_cpu_ns, f.host_samples, f.by_samples, f.self_share,"           \
+  " f.total_share FROM function_shares f"                                 \
+  " JOIN snapshots s ON s.id = f.snapshot_id WHERE f.function = ?1"
+#define SHARES_FILTER                                                      \
+  " AND (?4 <= 0"                                                         \
+  "  OR (CASE WHEN ?3 THEN f.self_share ELSE f.total_share END) > ?4)"    \
+  " AND s.started_ms >= ?5 AND s.started_ms < ?6"                         \
+  " AND (?7 = 0 OR f.snapshot_id < ?7 OR (f.snapshot_id = ?7"             \
+  "  AND (f.host > ?8 OR (f.host = ?8 AND f.rank > ?9))))"                \
+  " ORDER BY f.snapshot_id DESC, f.host, f.rank LIMIT ?10"
+    [S_SHARES_FIND] = SHARES_COLS " AND ?2 IS NULL" SHARES_FILTER,
+    [S_SHARES_FIND_HOST] = SHARES_COLS " AND f.host = ?2" SHARES_FILTER,
     [S_RESERVE_INSERT] =
         "INSERT INTO sqlite_sequence (name, seq) SELECT 'snapshots', ?1"
         " WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence"

@@ -37,6 +37,7 @@ typedef enum {
   S_SHARES_CLEAR,
   S_SHARES_INSERT,
   S_SHARES_FIND,
+  S_SHARES_FIND_HOST,
   S_COUNT
 } tg__coll_stmt_t;
 

@@ -494,7 +494,8 @@ static int op_find_shares(tg_coll_catalog_t *cat,
   if (err) return err;
   uint32_t limit = q->limit ? q->limit : TG_COLL_SHARES_LIST_MAX;
   if (limit > cap) limit = (uint32_t)cap;
-  sqlite3_stmt *st = tg__coll_sqlite_stmt(c, S_SHARES_FIND);
+  sqlite3_stmt *st =
+      tg__coll_sqlite_stmt(c, q->host ? S_SHARES_FIND_HOST : S_SHARES_FIND);
   bind_text(st, 1, q->function);
   if (q->host) bind_text(st, 2, q->host);
   sqlite3_bind_int(st, 3, q->by_self ? 1 : 0);
