@@ -141,21 +141,31 @@ static int host_rows(shares_job_t *j, const tg_prof_host_t *h,
   return 0;
 }
 
+/* Whether profile host |h| is a host of the snapshot: machine k + 1 is
+ * the index's host k. Machine 0 is the collector's own head; others past
+ * the index are no host of the snapshot (their samples are counted, not
+ * stored under a guess). */
+static bool mapped(const shares_job_t *j, const tg_prof_host_t *h) {
+  return h->counts.samples && h->machine_id >= 1 &&
+         h->machine_id <= j->ix.n_hosts;
+}
+
 static void pick_rows(shares_job_t *j) {
-  size_t n = tg_prof_n_hosts(j->prof);
-  if (!n) return;
-  j->hosts = calloc(n, sizeof(*j->hosts));
-  j->rows = calloc(n * ((size_t)j->top + 1), sizeof(*j->rows));
+  size_t n = tg_prof_n_hosts(j->prof), n_mapped = 0;
+  /* Room for the snapshot's hosts with samples only: the trace's
+   * machines (up to the profile's bound) are the hosts' to choose. */
+  for (size_t i = 0; i < n; i++) {
+    const tg_prof_host_t *h = tg_prof_host(j->prof, i);
+    if (mapped(j, h)) n_mapped++;
+    else j->unmapped += h->counts.samples;
+  }
+  if (!n_mapped) return;
+  j->hosts = calloc(n_mapped, sizeof(*j->hosts));
+  j->rows = calloc(n_mapped * ((size_t)j->top + 1), sizeof(*j->rows));
   if (!j->hosts || !j->rows) return work_fail(j, -ENOMEM, "out of memory");
   for (size_t i = 0; i < n; i++) {
     const tg_prof_host_t *h = tg_prof_host(j->prof, i);
-    if (!h->counts.samples) continue;
-    /* Machine 0 is the collector's own head; others past the index are
-     * no host of the snapshot: counted, not stored under a guess. */
-    if (h->machine_id < 1 || h->machine_id > j->ix.n_hosts) {
-      j->unmapped += h->counts.samples;
-      continue;
-    }
+    if (!mapped(j, h)) continue;
     tg_coll_host_shares_t *out = &j->hosts[j->n_hosts];
     out->host = j->ix.hosts[h->machine_id - 1].name;
     int err = host_rows(j, h, out);
