@@ -53,6 +53,8 @@ int cli_stats_main(int argc, char **argv);
 int cli_symbolize_main(int argc, char **argv);
 int cli_trigger_main(int argc, char **argv);
 int cli_snapshot_main(int argc, char **argv);
+/* functions.c: a function's shares across the collector's snapshots. */
+int cli_functions_main(int argc, char **argv);
 int cli_bridge_main(int argc, char **argv);
 int cli_profile_main(int argc, char **argv);
 /* profile.c: |p|'s hosts named by |host| (NULL: the only one with

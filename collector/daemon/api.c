@@ -14,6 +14,9 @@
  *                                          (download), or those hosts' part
  *   GET  /api/v1/snapshots/ID/profile?host=H&format=pprof  that host's CPU
  *                                          profile (api_profile.c)
+ *   GET  /api/v1/functions?name=F&host=&min_share=&by=&from=&to=&limit=&after=
+ *                                          a function's shares across
+ *                                          snapshots (api_functions.c)
  *   POST /api/v1/snapshots?reason=&group=&wait=1   trigger a snapshot
  *   POST /api/v1/snapshots/ID/pin?pinned=0|1
  *   POST /api/v1/alertmanager              Alertmanager's webhook
@@ -53,6 +56,7 @@
 #include "collector/daemon/trigger.h"
 #include "collector/daemon/webhook.h"
 #include "collector/daemon/routes.h"
+#include "collector/daemon/shares.h"
 #include "collector/daemon/symbols.h"
 #include "collector/http.h"
 #include "collector/snap_index.h"
@@ -932,6 +936,7 @@ static void get_metrics(coll_t *c, tg_http_exchange_t *x,
   coll_metrics_http(o.f, &hs);
   coll_alertmanager_metrics(c, o.f);
   coll_symbols_metrics(c, o.f);
+  coll_shares_metrics(c, o.f);
   out_send(&o, x, 200, "text/plain; version=0.0.4");
 }
 
@@ -998,6 +1003,8 @@ static const char *const profile_args[] = {"host", "format", NULL};
 static const char *const diff_args[] = {"host",        "format",  "base",
                                         "min_samples", "against", "n",
                                         NULL};
+static const char *const functions_args[] = {
+    "name", "host", "min_share", "by", "from", "to", "limit", "after", NULL};
 
 /* The page, its files and /metrics take no arguments but ignore them (a
  * browser's reload may add some); everything under /api/v1 checks its
@@ -1025,6 +1032,9 @@ static const coll_route_t routes[] = {
      diff_args, coll_api_get_profile_diff},
     {COLL_ROUTE_POST, API "/snapshots/{id}/pin", TG_ROLE_RECORD, pin_args,
      post_pin},
+    /* What the profiles of the snapshots hold: their readers' role. */
+    {COLL_ROUTE_GET, API "/functions", TG_ROLE_OBSERVE, functions_args,
+     coll_api_get_functions},
     {COLL_ROUTE_POST, API "/alertmanager", TG_ROLE_RECORD, no_args,
      coll_alertmanager_post},
 };

@@ -47,4 +47,8 @@ void coll_api_get_profile_diff(coll_t *c, tg_http_exchange_t *x,
 /* |x| went away: a profile being made for it is not sent. */
 void coll_api_profile_abandon(coll_t *c, tg_http_exchange_t *x);
 
+/* GET /api/v1/functions (api_functions.c). */
+void coll_api_get_functions(coll_t *c, tg_http_exchange_t *x,
+                            const tg_http_request_t *r, uint64_t no_id);
+
 #endif /* TRACEGATE_COLLECTOR_DAEMON_API_INTERNAL_H */

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "collector/daemon/import_check.h"
+#include "collector/daemon/shares.h"
 #include "collector/snap_index.h"
 #include "collector/store.h"
 #include "common/json.h"
@@ -112,6 +113,8 @@ static sym_entry_t *entry_new(struct coll_symbols *q, uint64_t id) {
 static void record_failure(coll_t *c, uint64_t id, const char *why) {
   struct coll_symbols *q = c->symbols;
   q->failed++;
+  /* The symbolization is over: the shares name what the hosts named. */
+  coll_shares_queue(c, id);
   sym_entry_t *e = entry_new(q, id);
   e->state = SYM_FAILED;
   snprintf(e->why, sizeof(e->why), "%s", why);
@@ -382,6 +385,9 @@ static void after_work(uv_work_t *w, int status) {
             j->res.modules_found, j->res.modules, j->bytes,
             j->with_index ? "" : " (no host index: with the whole trace only)");
   }
+  /* Named as well as they will be: the shares follow (shares.h). A
+   * failure queued them in record_failure; a deleted one has none. */
+  if (!err) coll_shares_queue(c, j->id);
   job_free(j);
   start_next(c);
 }
@@ -487,10 +493,17 @@ int coll_symbols_check(const coll_t *c) {
 }
 
 void coll_symbols_queue(coll_t *c, uint64_t id) {
-  if (c->cfg.symbolize == TG_COLL_SYMBOLIZE_OFF || c->stopping) return;
+  if (c->stopping) return;
+  /* With no symbolization the shares are made at once, else after it
+   * (shares.h): this is where each stored snapshot passes. */
+  if (c->cfg.symbolize == TG_COLL_SYMBOLIZE_OFF) {
+    coll_shares_queue(c, id);
+    return;
+  }
   if (!c->symbols && !(c->symbols = calloc(1, sizeof(*c->symbols)))) {
     TG_WARN("%s snapshot %016" PRIx64 ": not symbolized: out of memory",
             TG_NOTE(COLLECTOR_SYMBOLIZE_FAILED), id);
+    coll_shares_queue(c, id);
     return;
   }
   struct coll_symbols *q = c->symbols;

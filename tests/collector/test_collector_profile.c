@@ -161,18 +161,25 @@ static void commit_perf_mix(raw_producer_t *p, int hot, int idle, int other) {
 /* Host A's: main>work>hot x3, main>idle x1. */
 static void commit_perf(raw_producer_t *p) { commit_perf_mix(p, 3, 1, 0); }
 
+/* Hosts A (tracegate-perf's packets) and B (3 packets, no samples) and
+ * the collector (|extra| config lines), a snapshot of both stored: its
+ * id and the hosts' specs into |id|, |a|, |b| (32, 320, 320 bytes). */
+static void snapshot_of_two(fleet_host_t h[2], collector_t *c,
+                            const char *extra, char *id, char *a, char *b) {
+  fleet_up(h, c, extra);
+  commit_perf(&h[0].p);
+  fleet_commit_packets(&h[1].p, 0, "hostB", 1, 3);
+  snprintf(id, 32, "%s", snapshot(c, h, 2, fleet_in_dir("snap.json")));
+  snprintf(a, 320, "%s", h[0].spec);
+  snprintf(b, 320, "%s", h[1].spec);
+}
+
 static void a_hosts_profile_of_a_snapshot(void **state) {
   (void)state;
   fleet_host_t h[2];
   collector_t c;
-  fleet_up(h, &c, NULL);
-  commit_perf(&h[0].p);
-  fleet_commit_packets(&h[1].p, 0, "hostB", 1, 3);
-  const char *json = fleet_in_dir("snap.json");
   char id[32], a[320], b[320], path[1024];
-  snprintf(id, sizeof(id), "%s", snapshot(&c, h, 2, json));
-  snprintf(a, sizeof(a), "%s", h[0].spec);
-  snprintf(b, sizeof(b), "%s", h[1].spec);
+  snapshot_of_two(h, &c, NULL, id, a, b);
 
   char prof_a[512], part_a[512], cli_a[512], snap_a[512], prof_b[512];
   snprintf(prof_a, sizeof(prof_a), "%s", fleet_in_dir("a.pb.gz"));
@@ -333,6 +340,94 @@ static void a_host_against_its_peers(void **state) {
     snprintf(path, sizeof(path), "/api/v1/snapshots/%s/profile/diff%s", id, q);
     assert_int_equal(http(&c, "GET", path, bad), atoi(refused[i][1]));
   }
+/* The shares of a stored snapshot (collector/daemon/shares.h) reach the
+ * catalog and GET /api/v1/functions: host A's hot is 3 of its 4 samples
+ * (anywhere and as leaf), main all 4; host B (no samples) has no rows;
+ * `tracegate functions` answers the same. */
+static void function_shares_of_a_snapshot(void **state) {
+  (void)state;
+  fleet_host_t h[2];
+  collector_t c;
+  char id[32], a[320], b[320], path[1024];
+  snapshot_of_two(h, &c, "function_shares_top = 2\n", id, a, b);
+  const char *out = fleet_in_dir("functions.json");
+  wait_metric(&c,
+              "tracegate_collector_function_shares_total{outcome=\"stored\"}"
+              " 1\n",
+              out);
+
+  /* hot above 50%: host A's, in CPU time (100 Hz: 10 ms a sample). */
+  assert_int_equal(
+      http(&c, "GET", "/api/v1/functions?name=hot&min_share=0.5", out), 200);
+  char want[400];
+  snprintf(want, sizeof(want), "\"%s\"", id);
+  assert_json(out, "rows.0.snapshot", want);
+  snprintf(want, sizeof(want), "\"%s\"", a);
+  assert_json(out, "rows.0.host", want);
+  assert_json(out, "rows.0.kind", "\"function\"");
+  assert_json(out, "rows.0.total_samples", "3");
+  assert_json(out, "rows.0.self_samples", "3");
+  assert_json(out, "rows.0.host_samples", "4");
+  assert_json(out, "rows.0.total_ns", "30000000");
+  assert_json(out, "rows.0.host_cpu_ns", "40000000");
+  assert_json(out, "rows.0.total_share", "0.75");
+  assert_json(out, "rows.0.basis", "\"cpu\"");
+  assert_null(tg_test_json(out, "rows.1"));
+  assert_json(out, "next_after", "null");
+  /* Not above 75%. */
+  assert_int_equal(
+      http(&c, "GET", "/api/v1/functions?name=hot&min_share=0.75", out), 200);
+  assert_null(tg_test_json(out, "rows.0"));
+
+  /* main on host A over time: everywhere in its stacks, never a leaf. */
+  snprintf(path, sizeof(path), "/api/v1/functions?name=main&host=%s", a);
+  assert_int_equal(http(&c, "GET", path, out), 200);
+  assert_json(out, "rows.0.total_share", "1.0");
+  assert_json(out, "rows.0.self_share", "0.0");
+  assert_json(out, "rows.0.rank", "0");
+  /* The top 2 (main, hot) and the rest: idle's one sample as leaf. */
+  snprintf(path, sizeof(path), "/api/v1/functions?name=%%5Brest%%5D&host=%s",
+           a);
+  assert_int_equal(http(&c, "GET", path, out), 200);
+  assert_json(out, "rows.0.kind", "\"rest\"");
+  assert_json(out, "rows.0.rank", "2");
+  assert_json(out, "rows.0.self_samples", "1");
+  snprintf(path, sizeof(path), "/api/v1/functions?name=idle&host=%s", a);
+  assert_int_equal(http(&c, "GET", path, out), 200);
+  assert_null(tg_test_json(out, "rows.0"));
+  /* Host B sampled nothing. */
+  snprintf(path, sizeof(path), "/api/v1/functions?name=%%5Brest%%5D&host=%s",
+           b);
+  assert_int_equal(http(&c, "GET", path, out), 200);
+  assert_null(tg_test_json(out, "rows.0"));
+
+  /* The CLI asks the same. */
+  char addr[64];
+  snprintf(addr, sizeof(addr), "127.0.0.1:%d", c.port);
+  const char *err = fleet_in_dir("cli.err");
+  const char *cli_out = fleet_in_dir("cli.json");
+  const char *argv[] = {"functions", "hot", "--min-share", "50%",
+                        "--collector", addr, "--json", cli_out, NULL};
+  assert_int_equal(coll_run_cli(TRACEGATE_CLI_PATH, argv, err), 0);
+  snprintf(want, sizeof(want), "\"%s\"", a);
+  assert_json(cli_out, "rows.0.host", want);
+  assert_json(cli_out, "rows.0.total_share", "0.75");
+  assert_null(tg_test_json(cli_out, "rows.1"));
+  const char *bad_share[] = {"functions", "hot", "--min-share", "150%",
+                             "--collector", addr, NULL};
+  assert_int_equal(coll_run_cli(TRACEGATE_CLI_PATH, bad_share, err), 2);
+
+  /* Refused. */
+  const char *bad = fleet_in_dir("bad.json");
+  assert_int_equal(http(&c, "GET", "/api/v1/functions", bad), 400);
+  assert_int_equal(
+      http(&c, "GET", "/api/v1/functions?name=hot&min_share=2", bad), 400);
+  assert_int_equal(
+      http(&c, "GET", "/api/v1/functions?name=hot&min_share=nan", bad), 400);
+  assert_int_equal(http(&c, "GET", "/api/v1/functions?name=hot&by=x", bad),
+                   400);
+  assert_int_equal(
+      http(&c, "GET", "/api/v1/functions?name=hot&after=zz.1.a", bad), 400);
   collector_stop(&c);
   fleet_host_stop(&h[0]);
   fleet_host_stop(&h[1]);
@@ -401,6 +496,10 @@ static void a_host_against_its_history(void **state) {
   collector_stop(&c);
   fleet_host_stop(&h[0]);
   fleet_host_stop(&h[1]);
+/* A store of its own: no snapshot of the test before in its answers. */
+static int shares_group_setup(void **state) {
+  (void)state;
+  return fleet_dir_create("shares");
 }
 
 int main(void) {
@@ -409,5 +508,11 @@ int main(void) {
       FLEET_TEST(a_host_against_its_peers),
       FLEET_TEST(a_host_against_its_history),
   };
-  return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
+  const struct CMUnitTest shares_tests[] = {
+      FLEET_TEST(function_shares_of_a_snapshot),
+  };
+  int failed = cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
+  return failed + cmocka_run_group_tests_name("shares", shares_tests,
+                                              shares_group_setup,
+                                              fleet_dir_teardown);
 }
