@@ -340,6 +340,11 @@ static void a_host_against_its_peers(void **state) {
     snprintf(path, sizeof(path), "/api/v1/snapshots/%s/profile/diff%s", id, q);
     assert_int_equal(http(&c, "GET", path, bad), atoi(refused[i][1]));
   }
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
 /* The shares of a stored snapshot (collector/daemon/shares.h) reach the
  * catalog and GET /api/v1/functions: host A's hot is 3 of its 4 samples
  * (anywhere and as leaf), main all 4; host B (no samples) has no rows;
@@ -496,6 +501,8 @@ static void a_host_against_its_history(void **state) {
   collector_stop(&c);
   fleet_host_stop(&h[0]);
   fleet_host_stop(&h[1]);
+}
+
 /* A store of its own: no snapshot of the test before in its answers. */
 static int shares_group_setup(void **state) {
   (void)state;
