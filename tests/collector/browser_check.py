@@ -69,6 +69,14 @@ Checks 5 to 13 are in browser_screen.py.
      function rows in the API's order with their shares and samples,
      grown red and shrunk blue, a flame box per call path coloured by its
      difference, within the window, names made of markup kept as text.
+ 10d. diff history: the diff view's control switches it to the host's
+     own last N snapshots: "its last 5 snapshots" asks the API for
+     against=history&n=5 (its refusal shown, the control kept); a history
+     answer (a stand-in for the page's fetch) drawn with its rows in order,
+     its head saying it is against the host's own earlier snapshots, the
+     snapshots used and skipped, markup kept as text, within the window,
+     and kept (not asked again) over the list's refresh; a 400 shown as
+     errors are; "other hosts" asks for the peers again.
  10b. store: the bucket's line (#store, /api/v1/store) rendered by the
      page's storeLine(): hidden for a directory store, shown in red with
      the state, the method, the HTTP status and S3's code for a failing
@@ -84,8 +92,9 @@ Checks 5 to 13 are in browser_screen.py.
 
 TG_BROWSER_SCREENSHOT=PATH in the environment saves a PNG of the page at
 1280x800 (the partial snapshot's detail open) to PATH, and one with the
-unreachable UI's message to PATH with "-offline" before ".png", for a
-person to look at.
+unreachable UI's message to PATH with "-offline" before ".png", and one
+of a host against its last 10 snapshots (check 10d) with "-history", for
+a person to look at.
 
 Protocol with the test (race-free: the UI port is known before the
 collector's config is written):
@@ -672,6 +681,7 @@ def main():
         passed(screen.check_problems(session))
         passed(screen.check_boost(session, args))
         passed(screen.check_diff(session, args))
+        passed(screen.check_diff_history(session, args))
         passed(screen.check_store(session))
         passed(screen.check_ui_silent(session, args, stand_in))
         passed(screen.check_ui_unreachable(session, args, stand_in, download_dir,

@@ -568,6 +568,143 @@ def check_diff(s, args):
         "coloured by difference, within %r px" % (len(names), len(r["rects"]), r["inner"])
 
 
+# The page's fetch, wrapped: every URL it asks for is recorded in
+# window.tgFetched, and the answers in window.tgStub (a URL part -> [HTTP
+# status, JSON]) are given for the URLs holding that part, without the
+# network; every other URL goes to the collector.
+STUB_FETCH_JS = """
+if (!window.tgRealFetch) window.tgRealFetch = window.fetch;
+window.tgFetched = [];
+window.tgStub = arguments[0];
+window.fetch = (u, o) => {
+  const url = String(u);
+  window.tgFetched.push(url);
+  for (const [part, [status, body]] of Object.entries(window.tgStub))
+    if (url.includes(part))
+      return Promise.resolve(new Response(JSON.stringify(body),
+                                          {status: status,
+                                           headers: {'Content-Type': 'application/json'}}));
+  return window.tgRealFetch(u, o);
+};
+"""
+
+# The diff view as a person sees it: its control, its head, its lines and
+# rows, and where they end.
+DIFF_VIEW_JS = """
+const b = document.querySelector('#snapshots tr.detail[data-of="' + arguments[1] +
+                                '"] .diff-view');
+if (!b || b.dataset.host !== arguments[0]) return null;
+const pick = b.querySelector('select.diff-against');
+const head = b.querySelector('.diff-head'), past = b.querySelector('.diff-past');
+const fail = b.querySelector('.diff-body .failure');
+return {against: pick && pick.value, pick_right: pick && pick.getBoundingClientRect().right,
+        options: pick ? Array.from(pick.options, (o) => o.value) : [],
+        head: head && head.textContent, head_against: head && head.dataset.against,
+        past: past && past.textContent, used: past && past.dataset.used,
+        skipped: past && past.dataset.skipped, failure: fail && fail.textContent,
+        coming: !head && !fail,
+        rows: Array.from(b.querySelectorAll('table.diff-funcs tbody tr'), (tr) => tr.dataset.name),
+        ths: Array.from(b.querySelectorAll('table.diff-funcs th'), (th) => th.textContent),
+        cols: Array.from(b.querySelectorAll('table.diff-funcs th'),
+                         (th) => th.getBoundingClientRect().right),
+        made: !!b.querySelector('b.x, img'), ran: !!window.tgHostileRan,
+        fetched: window.tgFetched.slice(), inner: window.innerWidth};
+"""
+
+
+def check_diff_history(s, args):
+    """A host against its own last N snapshots, from the diff view's
+    control: choosing "its last 5 snapshots" asks the API for
+    against=history&n=5 and shows its refusal (these hosts have no
+    samples), with the control still there; "its last 10 snapshots",
+    answered by a stand-in history diff, draws its rows in the API's order
+    under a head that says it is against the host's own earlier
+    snapshots, names the snapshots used and the ones skipped, keeps
+    markup as text, and is still shown, unasked again, after the list's
+    refresh; a 400 is shown as the view shows errors; "other hosts" asks
+    for the peers again. Everything within the window."""
+    d = api_get(args, "/api/v1/snapshots/" + args.snapshot)
+    host = d["hosts"][0]["host"]
+    base = "/api/v1/snapshots/%s/profile/diff?host=%s" % (
+        args.snapshot, urllib.parse.quote(host, safe=""))
+    hostile = ('<img src=x onerror="window.tgHostileRan=true"><script>'
+               'window.tgHostileRan=true</script><b class="x">bold</b>')
+    fixture = diff_fixture(hostile)
+    fixture["host"]["name"] = hostile
+    fixture["peers"] = {"count": 3, "too_few_samples": 0, "samples": 3000}
+    used = ["00000000000000a3", "00000000000000a1", "<b class=\"x\">00a0</b>"]
+    fixture.update({"against": "history", "snapshots": used, "snapshots_skipped": 2})
+    refusal = {"error": "n: 1 to 20, with against=history"}
+    s.js(STUB_FETCH_JS, {"&against=history&n=10": [200, fixture],
+                         "&against=history&n=20": [400, refusal]})
+    s.click('#snapshots tr[data-id="%s"] button.toggle' % args.snapshot)
+    # Another snapshot's detail may be open above (check 8's): this one's.
+    detail = '#snapshots tr.detail[data-of="%s"]' % args.snapshot
+    sel = detail + ' tr[data-host="%s"] button.diff-host' % host
+    wait_for("history: snapshot %s's detail offers its hosts' peers" % args.snapshot,
+             lambda: s.js("return !!document.querySelector(arguments[0]);", sel))
+    s.click(sel)
+    peers = wait_for("history: the peers' refusal for %s" % host,
+                     lambda: s.js(DIFF_VIEW_JS, host, args.snapshot), lambda g: g and g["failure"])
+    check(peers["against"] == "peers" and peers["fetched"] == [base]
+          and peers["options"] == ["peers", "history:1", "history:5", "history:10", "history:20"],
+          "history: the view opens on %r, asked %r (want the peers, %r)"
+          % (peers["against"], peers["fetched"], base))
+
+    def choose(value, what, ready):
+        s.click(detail + ' .diff-view select.diff-against option[value="%s"]' % value)
+        return wait_for("history: %s" % what, lambda: s.js(DIFF_VIEW_JS, host, args.snapshot),
+                        lambda g: g and g["against"] == value and not g["coming"] and ready(g))
+
+    five = choose("history:5", "the API's refusal for the last 5 snapshots",
+                  lambda g: g["failure"] and len(g["fetched"]) == 2)
+    check(five["fetched"][1] == base + "&against=history&n=5"
+          and "HTTP 409" in five["failure"] and "no CPU profile samples" in five["failure"],
+          "history: the last 5 snapshots asked %r and read %r, not the API's 409"
+          % (five["fetched"][1:], five["failure"]))
+    ten = choose("history:10", "the history diff drawn", lambda g: g["head"])
+    check(ten["fetched"][2:] == [base + "&against=history&n=10"],
+          "history: the last 10 snapshots asked %r" % (ten["fetched"][2:],))
+    check(ten["rows"] == [f["name"] for f in fixture["functions"]],
+          "history: the rows are %r, the API's functions %r" % (ten["rows"], fixture["functions"]))
+    check(ten["head_against"] == "history" and ten["head"].startswith(hostile + ": 1000 samples ")
+          and "against the median of its own 3 earlier snapshots (3000 samples)" in ten["head"],
+          "history: the head reads %r (%r)" % (ten["head"], ten["head_against"]))
+    check(ten["used"] == "3" and ten["skipped"] == "2" and ", ".join(used) in ten["past"]
+          and "2 skipped" in ten["past"],
+          "history: the snapshots used read %r (%r used, %r skipped)"
+          % (ten["past"], ten["used"], ten["skipped"]))
+    check("past median" in ten["ths"] and "peers' median" not in ten["ths"],
+          "history: the table's heads are %r" % (ten["ths"],))
+    check(not ten["made"] and not ten["ran"],
+          "history: a host's text became markup (%r)" % (ten["head"],))
+    check(ten["pick_right"] <= ten["inner"] and all(c <= ten["inner"] for c in ten["cols"]),
+          "history: the control (to %r) or the table (%r) is past the %r px window"
+          % (ten["pick_right"], ten["cols"], ten["inner"]))
+    s.js("document.querySelector(arguments[0]).scrollIntoView();", detail + " .diff-view")
+    screenshot(s, "-history")
+    # The list's refresh rebuilds the detail: the view comes back as it was.
+    check(s.js("return load().then(() => true);"), "history: the list did not load again")
+    again = wait_for("history: the view after the list's refresh",
+                     lambda: s.js(DIFF_VIEW_JS, host, args.snapshot), lambda g: g and g["head"])
+    check(again["against"] == "history:10" and again["rows"] == ten["rows"]
+          and again["head"] == ten["head"]
+          and not any("/profile/diff" in u for u in again["fetched"][3:]),
+          "history: after the refresh the view is %r, asked %r"
+          % (again["against"], again["fetched"][3:]))
+    bad = choose("history:20", "a 400 shown", lambda g: g["failure"])
+    check(bad["failure"].endswith(": HTTP 400: " + refusal["error"]) and not bad["rows"],
+          "history: a 400 reads %r" % (bad["failure"],))
+    back = choose("peers", "the peers again", lambda g: g["failure"])
+    check(back["fetched"][-1] == base and "HTTP 409" in back["failure"],
+          "history: other hosts asked %r and read %r" % (back["fetched"][-1], back["failure"]))
+    s.js("window.fetch = window.tgRealFetch;")
+    s.click('#snapshots tr[data-id="%s"] button.toggle' % args.snapshot)
+    return "history: last 5 asked n=5 (API's 409 shown), last 10 drawn (%d rows, against " \
+        "its own 3 snapshots, 2 skipped, markup as text) and kept over a refresh, a 400 shown, " \
+        "back to the peers" % len(ten["rows"])
+
+
 def check_store(s):
     got = s.js(STORE_JS)
     check(got["dir"]["hidden"], "store: a directory store shows the bucket's line")

@@ -17,6 +17,7 @@ const view = {
   opened: new Set(),    // keys of cut texts shown whole
   details: new Map(),   // id -> GET /api/v1/snapshots/ID, once not pending
   triggers: new Set(),  // seen, for the trigger filter's suggestions
+  diffs: new Map(),     // id -> the diff view shown in its detail (askDiff)
 };
 
 function el(tag, cls, text) {
@@ -469,8 +470,9 @@ function detailInto(td, d) {
       tc.appendChild(document.createTextNode(' '));
       tc.appendChild(openButton(s.id, h.host, 'open-host'));
       const cmp = el('button', 'link diff-host', 'peers');
-      cmp.title = 'compare this host\'s CPU profile with the median of the other hosts';
-      cmp.addEventListener('click', () => showDiff(td, s.id, h));
+      cmp.title = 'compare this host\'s CPU profile with the median of the other hosts ' +
+                  '(or, chosen below, of its own earlier snapshots)';
+      cmp.addEventListener('click', () => askDiff(s.id, h, 'peers'));
       tc.appendChild(cmp);
     }
     body.appendChild(tr);
@@ -478,18 +480,32 @@ function detailInto(td, d) {
   td.appendChild(t);
   if (d.hosts_truncated)
     td.appendChild(el('p', 'note', 'only the first ' + hosts.length + ' hosts are shown'));
+  const v = view.diffs.get(s.id);
+  if (v) diffViewInto(td, s.id, v);
 }
 
-// --- a host against its peers (GET .../profile/diff) ------------------------------
+// --- a host against its peers or its past (GET .../profile/diff) -----------------
 
 const DIFF_ROWS = 40;       // functions listed, largest difference first
 const FLAME_W = 1000;       // the flame graph's user units across
 const FLAME_ROW = 17;       // one call depth
 const FLAME_DEPTH = 48;     // deeper paths are left out (and said so)
 const FLAME_FULL = 0.1;     // a difference of 10 points of share: full colour
+// What the host is compared with (the control above the view's head):
+// "peers", the snapshot's other hosts, or "history:N", the host's own
+// last N snapshots before this one (the API's against=history&n=N, N 1
+// to 20). A few N, not any: each is N parts read on the collector.
+const DIFF_AGAINST = [['peers', 'other hosts'], ['history:1', 'its last snapshot'],
+                      ['history:5', 'its last 5 snapshots'],
+                      ['history:10', 'its last 10 snapshots'],
+                      ['history:20', 'its last 20 snapshots']];
 const pct = (v) => (100 * v).toFixed(2) + '%';
 const signed = (v) => (v > 0 ? '+' : '') + (100 * v).toFixed(2) + '%';
-// Red for a share the host has more of than its peers' median, blue for
+// What the median is of, in the view's words: the snapshot's other hosts,
+// or the host's own earlier snapshots (the answer's `against`).
+const pastOf = (d) => d.against === 'history';
+const medianName = (d) => pastOf(d) ? 'past median' : 'peers\' median';
+// Red for a share the host has more of than the median, blue for
 // less, white for the same.
 function diffColour(diff) {
   const t = Math.min(1, Math.abs(diff) / FLAME_FULL);
@@ -532,7 +548,7 @@ function flameInto(box, d) {
     r.setAttribute('class', 'flame-box');
     const tip = svgEl('title', {});
     tip.textContent = funcName(f) + ': host ' + pct(n.host_share) + ' (' + n.host_samples +
-      ' samples), peers\' median ' + pct(n.peers_median_share) + ' (' + n.peers_samples +
+      ' samples), ' + medianName(d) + ' ' + pct(n.peers_median_share) + ' (' + n.peers_samples +
       ' samples), ' + signed(n.diff);
     r.appendChild(tip);
     g.appendChild(r);
@@ -551,7 +567,8 @@ function flameInto(box, d) {
   const notes = [];
   if (d.tree_pruned) notes.push(d.tree_pruned + ' call paths under ' + pct(d.tree_min_share) + ' on both sides left out');
   if (cut) notes.push(cut + ' paths deeper than ' + FLAME_DEPTH + ' not drawn');
-  notes.push('red: more than the peers\' median, blue: less; paths the host lacks are in the table only');
+  notes.push('red: more than the ' + medianName(d) + ', blue: less; paths the host lacks are in ' +
+             'the table only');
   box.appendChild(el('p', 'note', notes.join('; ')));
 }
 function diffTableInto(box, d) {
@@ -561,8 +578,10 @@ function diffTableInto(box, d) {
   for (const c of ['f-name', 'f-n', 'f-n', 'f-n', 'f-n', 'f-n', 'f-n']) cg.appendChild(el('col', c));
   t.appendChild(cg);
   const head = el('tr');
-  for (const [h, c] of [['function'], ['diff (self)', 'n'], ['host', 'n'], ['peers\' median', 'n'],
-                        ['host samples', 'n'], ['peers\' samples', 'n'], ['diff (total)', 'n']])
+  const past = pastOf(d);
+  for (const [h, c] of [['function'], ['diff (self)', 'n'], ['host', 'n'], [medianName(d), 'n'],
+                        ['host samples', 'n'], [past ? 'past samples' : 'peers\' samples', 'n'],
+                        ['diff (total)', 'n']])
     head.appendChild(el('th', c, h));
   t.appendChild(el('thead')).appendChild(head);
   const body = t.appendChild(el('tbody'));
@@ -587,18 +606,33 @@ function diffTableInto(box, d) {
 }
 function diffInto(box, d) {
   box.replaceChildren();
-  const h = d.host || {}, p = d.peers || {};
+  const h = d.host || {}, p = d.peers || {}, past = pastOf(d);
   const head = el('p', 'diff-head');
+  head.dataset.against = String(d.against || 'peers');
   head.appendChild(el('b', null, h.name || 'machine ' + h.machine_id));
   head.appendChild(document.createTextNode(': ' + h.samples + ' samples against the median of ' +
-    p.count + ' peers (' + p.samples + ' samples); shares of ' +
-    (h.shares_of === 'samples' ? 'samples' : 'CPU time') + ', self time first'));
+    (past ? 'its own ' + p.count + ' earlier snapshots' : p.count + ' peers') + ' (' + p.samples +
+    ' samples); shares of ' + (h.shares_of === 'samples' ? 'samples' : 'CPU time') +
+    ', self time first'));
   box.appendChild(head);
+  if (past) {
+    // Which of the host's snapshots before this one made the median, and
+    // how many the collector could not use.
+    const ids = Array.isArray(d.snapshots) ? d.snapshots : [];
+    const used = el('p', 'note diff-past', (ids.length ? 'its snapshots used: ' +
+      ids.join(', ') : 'no earlier snapshot of this host with samples: every median is 0') +
+      (d.snapshots_skipped ? '; ' + d.snapshots_skipped + ' skipped (unreadable, or without ' +
+                             'the host\'s samples)' : ''));
+    used.dataset.used = String(ids.length);
+    used.dataset.skipped = String(d.snapshots_skipped || 0);
+    box.appendChild(used);
+  }
   if (h.too_few_samples)
     box.appendChild(el('p', 'error few', 'too few samples (under ' + d.rule.min_samples +
                                          '): no difference is significant'));
   if (p.too_few_samples)
-    box.appendChild(el('p', 'note', p.too_few_samples + ' peers under ' + d.rule.min_samples +
+    box.appendChild(el('p', 'note', p.too_few_samples + (past ? ' earlier snapshots' : ' peers') +
+                                    ' under ' + d.rule.min_samples +
                                     ' samples left out of the median'));
   const odd = [];
   if (h.no_callstack) odd.push(h.no_callstack + ' without a callstack');
@@ -609,14 +643,65 @@ function diffInto(box, d) {
   flameInto(box, d);
   diffTableInto(box, d);
 }
-function showDiff(td, id, h) {
+// The diff view shown in a snapshot's detail (view.diffs, by snapshot
+// id): its host, what it is compared with (a DIFF_AGAINST value) and,
+// once answered, the answer or the error. It is kept outside the DOM
+// because the list's refresh rebuilds the detail: detailInto() draws it
+// again from here, without asking again. A later choice replaces the
+// entry, so an earlier answer that comes late finds it is not wanted.
+const diffPath = (id, h, against) => {
+  const [kind, n] = against.split(':');
+  return '/api/v1/snapshots/' + id + '/profile/diff?host=' + encodeURIComponent(h.host) +
+         (kind === 'history' ? '&against=history&n=' + encodeURIComponent(n) : '');
+};
+// Into the view's body: the answer, the error, or that it is coming.
+function diffBodyInto(body, v) {
+  if (v.answer) diffInto(body, v.answer);
+  else if (v.error) body.replaceChildren(el('p', 'failure', v.error));
+  else body.replaceChildren(el('p', 'note', 'comparing ' + hostLabel(v.h) + ' with ' +
+    DIFF_AGAINST.find(([k]) => k === v.against)[1] + '...'));
+}
+// The view under the detail's hosts in |td|: a control to pick what the
+// host is compared with, then the answer.
+function diffViewInto(td, id, v) {
   let box = td.querySelector('.diff-view');
   if (!box) { box = el('div', 'diff-view'); td.appendChild(box); }
-  box.dataset.host = h.host;
-  box.replaceChildren(el('p', 'note', 'comparing ' + hostLabel(h) + ' with its peers...'));
-  getJson('/api/v1/snapshots/' + id + '/profile/diff?host=' + encodeURIComponent(h.host))
-    .then((d) => { if (box.dataset.host === h.host) diffInto(box, d); })
-    .catch((e) => { box.replaceChildren(el('p', 'failure', String(e.message || e))); });
+  box.dataset.host = v.h.host;
+  const pick = el('select', 'diff-against');
+  for (const [k, text] of DIFF_AGAINST) {
+    const o = el('option', null, text);
+    o.value = k;
+    pick.appendChild(o);
+  }
+  pick.value = v.against;
+  const label = el('label', null, 'compare ' + hostLabel(v.h) + ' with ');
+  label.appendChild(pick);
+  const body = el('div', 'diff-body');
+  box.replaceChildren(el('p', 'bar diff-bar'), body);
+  box.firstChild.appendChild(label);
+  pick.addEventListener('change', () => askDiff(id, v.h, pick.value));
+  diffBodyInto(body, v);
+}
+// Asks the API for host |h| of snapshot |id| against |against|, and
+// shows it in the detail that is there when the answer comes (if that
+// view still wants it: a later choice wins).
+function askDiff(id, h, against) {
+  const v = {h: h, against: against, answer: null, error: null};
+  view.diffs.set(id, v);
+  const current = () => {
+    const row = document.querySelector('#snapshots tr.detail[data-of="' + CSS.escape(id) + '"]');
+    return view.diffs.get(id) === v && row ? row.cells[0] : null;
+  };
+  const td = current();
+  if (td) diffViewInto(td, id, v);
+  getJson(diffPath(id, h, against))
+    .then((d) => { v.answer = d; })
+    .catch((e) => { v.error = String(e.message || e); })
+    .then(() => {
+      const now = current();
+      const body = now && now.querySelector('.diff-view .diff-body');
+      if (body) diffBodyInto(body, v);
+    });
 }
 function fill(td, x, into) {
   detailOf(x).then((d) => into(td, d)).catch((e) => {
@@ -631,6 +716,7 @@ function toggleDetail(x, tr, button) {
     last = last.nextElementSibling;
   if (view.open.has(x.id)) {
     view.open.delete(x.id);
+    view.diffs.delete(x.id);
     if (last.classList.contains('detail')) last.remove();
     button.setAttribute('aria-expanded', 'false');
     return;
@@ -782,6 +868,7 @@ async function load() {
   storeLine(st);
   const listed = new Set(s.snapshots.map((x) => x.id));
   for (const id of view.details.keys()) if (!listed.has(id)) view.details.delete(id);
+  for (const id of view.diffs.keys()) if (!listed.has(id)) view.diffs.delete(id);
   const sb = $('#snapshots tbody');
   sb.replaceChildren(...s.snapshots.flatMap(snapshotRows));
   $('#empty').hidden = s.snapshots.length > 0;
