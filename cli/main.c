@@ -53,15 +53,7 @@ static int run(const char *cmd, int argc, char **argv) {
   if (!strcmp(cmd, "snapshot")) return cli_snapshot_main(argc, argv);
   if (!strcmp(cmd, "functions")) return cli_functions_main(argc, argv);
   if (!strcmp(cmd, "profile")) return cli_profile_main(argc, argv);
-  if (!strcmp(cmd, "symbolize")) {
-#ifdef TG_HAVE_SYMBOLIZE
-    return cli_symbolize_main(argc, argv);
-#else
-    fprintf(stderr, CLI_PROG " symbolize: not supported in this build "
-                    "(built without libdw)\n");
-    return CLI_EXIT_FAIL;
-#endif
-  }
+  if (!strcmp(cmd, "symbolize")) return cli_symbolize_main(argc, argv);
   fprintf(stderr, CLI_PROG ": unknown command '%s' (see " CLI_PROG " --help)\n",
           cmd);
   return CLI_EXIT_USAGE;

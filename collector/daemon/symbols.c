@@ -28,10 +28,8 @@
 #include "common/log.h"
 #include "common/notice.h"
 #include "tracegate/error.h"
-#ifdef TG_HAVE_SYMBOLIZE
 #include "common/fd_write.h"
 #include "consumer/symbolize/symbolize.h"
-#endif
 
 typedef enum sym_state {
   SYM_WAITING,
@@ -153,8 +151,6 @@ static void record_failure(coll_t *c, uint64_t id, const char *why) {
   }
   free(rows);
 }
-
-#ifdef TG_HAVE_SYMBOLIZE
 
 struct sym_job {
   uv_work_t work;
@@ -461,14 +457,6 @@ static void start_next(coll_t *c) {
   }
 }
 
-bool coll_symbols_supported(void) { return true; }
-
-#else /* !TG_HAVE_SYMBOLIZE */
-
-static void start_next(coll_t *c) { (void)c; }
-bool coll_symbols_supported(void) { return false; }
-
-#endif
 
 _Static_assert(TG_COLL_CONFIG_DEBUG_DIRS_MAX < 16,
                "the configured debug dirs and /usr/lib/debug fit the "
@@ -476,12 +464,6 @@ _Static_assert(TG_COLL_CONFIG_DEBUG_DIRS_MAX < 16,
 
 int coll_symbols_check(const coll_t *c) {
   if (c->cfg.symbolize == TG_COLL_SYMBOLIZE_OFF) return 0;
-  if (!coll_symbols_supported()) {
-    fprintf(stderr, COLL_PROG ": %s symbolize: this build has no symbolizer "
-            "(built without elfutils' libdw): set symbolize = off\n",
-            TG_NOTE(COLLECTOR_CONFIG_INVALID));
-    return -1;
-  }
   const char *urls = getenv("DEBUGINFOD_URLS");
   if (c->cfg.symbolize == TG_COLL_SYMBOLIZE_DEBUGINFOD && !(urls && urls[0])) {
     fprintf(stderr, COLL_PROG ": %s symbolize = debuginfod needs the servers "
@@ -547,8 +529,7 @@ static bool failed_before(coll_t *c, uint64_t id) {
 }
 
 void coll_symbols_resume(coll_t *c) {
-  if (c->cfg.symbolize == TG_COLL_SYMBOLIZE_OFF || !coll_symbols_supported())
-    return;
+  if (c->cfg.symbolize == TG_COLL_SYMBOLIZE_OFF) return;
   /* Collectors sharing a directory would write the same names under
    * tmp/; a bucket's conditional writes make a second attempt harmless. */
   if (c->shared && !c->cfg.s3_bucket[0]) {
