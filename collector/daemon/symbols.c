@@ -514,8 +514,15 @@ static bool failed_before(coll_t *c, uint64_t id) {
   bool failed = n && tg_coll_store_hosts(c->store, id, rows, cap, &n) != 0;
   if (n > cap) n = cap; /* rows added meanwhile: those read suffice */
   for (size_t i = 0; i < n && !failed; i++) {
-    json_t *a = rows[i].problems[0] ? json_loads(rows[i].problems, 0, NULL)
-                                    : NULL;
+    /* The catalog's text (a hand-edited one too): bounded as every
+     * document read from outside is (common/json.h). */
+    int rv;
+    json_error_t err;
+    json_t *a = rows[i].problems[0]
+                    ? tg_json_load(rows[i].problems, strlen(rows[i].problems),
+                                   0, 16 * (TG_COLL_PROBLEMS_MAX + 1), &err,
+                                   &rv)
+                    : NULL;
     size_t k;
     json_t *p;
     json_array_foreach(a, k, p) {
