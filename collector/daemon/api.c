@@ -390,6 +390,23 @@ static void part_error(tg_http_exchange_t *x, int status, const char *why) {
   if (x) json_error(x, status, why);
 }
 
+/* A host index that cannot be used (|what| of it, or error |rv|): logged
+ * with the snapshot, and 500 with what can still be downloaded. */
+static void index_unusable(tg_http_exchange_t *x, const char *idt,
+                           const char *what, int rv) {
+  if (rv == TG_EPARSE)
+    TG_ERROR("snapshot %s: its host index cannot be used: %s (damaged or "
+             "edited)", idt, what);
+  else
+    TG_ERROR("snapshot %s: its host index cannot be used: %s", idt,
+             tg_strerror(rv));
+  part_error(x, 500, rv == TG_EPARSE
+                         ? "this snapshot's host index is damaged (see the "
+                           "collector's log): only its whole trace can be "
+                           "downloaded"
+                         : tg_strerror(rv));
+}
+
 int coll_api_plan_part(coll_t *c, tg_http_exchange_t *x, uint64_t id,
                        const char *list, uint64_t size, int sfd, int sifd,
                        coll_part_t *part) {
@@ -420,14 +437,7 @@ int coll_api_plan_part(coll_t *c, tg_http_exchange_t *x, uint64_t id,
   }
   rv = tg_coll_index_read(ifd, size, &ix);
   if (rv < 0) {
-    TG_ERROR("snapshot %s: its host index cannot be used: %s", idt,
-             rv == TG_EPARSE ? "it does not describe the trace (damaged or "
-                               "edited)" : tg_strerror(rv));
-    part_error(x, 500, rv == TG_EPARSE
-                           ? "this snapshot's host index is damaged (see the "
-                             "collector's log): only its whole trace can be "
-                             "downloaded"
-                           : tg_strerror(rv));
+    index_unusable(x, idt, "it does not describe the trace", rv);
     goto out;
   }
   want = calloc(ix.n_hosts, sizeof(*want));
@@ -464,14 +474,7 @@ int coll_api_plan_part(coll_t *c, tg_http_exchange_t *x, uint64_t id,
   uint64_t bytes;
   rv = tg_coll_index_plan(&ix, ifd, want, n, &plan, &n_ext, &bytes);
   if (rv < 0) {
-    TG_ERROR("snapshot %s: its host index cannot be used: %s", idt,
-             rv == TG_EPARSE ? "an extent list does not describe the trace "
-                               "(damaged or edited)" : tg_strerror(rv));
-    part_error(x, 500, rv == TG_EPARSE
-                           ? "this snapshot's host index is damaged (see the "
-                             "collector's log): only its whole trace can be "
-                             "downloaded"
-                           : tg_strerror(rv));
+    index_unusable(x, idt, "an extent list does not describe the trace", rv);
     goto out;
   }
   ext = malloc((n_ext ? n_ext : 1) * sizeof(*ext));
