@@ -1,8 +1,8 @@
 /* The `tracegate` CLI's shared helpers: argument units, the connection to
  * the service, the trace config, the output file, progress and summaries.
  * Each subcommand lives in its own file and only meets the others here. */
-#ifndef TRACEGATE_CONSUMER_CLI_CLI_H
-#define TRACEGATE_CONSUMER_CLI_CLI_H
+#ifndef TRACEGATE_CLI_CLI_H
+#define TRACEGATE_CLI_CLI_H
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -338,4 +338,4 @@ void cli_ftrace_loss_add(const tg_ftrace_loss_t *l, cli_loss_t *out);
 void cli_ds_problems_print(FILE *out, const char *indent, const char *host,
                            const tg_ds_problems_t *ps);
 
-#endif /* TRACEGATE_CONSUMER_CLI_CLI_H */
+#endif /* TRACEGATE_CLI_CLI_H */

@@ -1,7 +1,7 @@
 /* `tracegate record`: shared by record.c (flags, config, setup) and
  * record_flow.c (the recording itself, driven by the loop). */
-#ifndef TRACEGATE_CONSUMER_CLI_RECORD_H
-#define TRACEGATE_CONSUMER_CLI_RECORD_H
+#ifndef TRACEGATE_CLI_RECORD_H
+#define TRACEGATE_CLI_RECORD_H
 
 #include "cli/cli.h"
 #include "consumer/recording.h"
@@ -197,4 +197,4 @@ void record_check_config(record_t *r);
  * the service could not be asked. */
 int record_is_detached(const char *socket, const char *key);
 
-#endif /* TRACEGATE_CONSUMER_CLI_RECORD_H */
+#endif /* TRACEGATE_CLI_RECORD_H */
