@@ -29,6 +29,9 @@ typedef struct record_opts {
   /* Remote hosts (-H, --hosts) and how to reach them. */
   cli_remote_opts_t remote;
   bool merge;
+  /* --strict: any data-source problem exits 4, a data source running
+   * without some of its events or offered by no producer included. */
+  bool strict;
   /* --merge-allow-fields: fields kept beyond the merge's allowlist
    * (docs/merge.md, "Trusting the producers"); NULL: none. */
   const char *merge_allow;
