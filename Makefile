@@ -59,6 +59,10 @@ ASAN_DIR := build/asan
 TSAN_DIR := build/tsan
 FUZZ_DIR := build/fuzz
 REL_DIR := build/release
+# The demos' tree (no tests, no benches) and what they run.
+DEMO_DIR := build/demo
+DEMO_TARGETS := tracegated tracegate-probes tracegate-emit tracegate-relay \
+  tracegate
 PKG_DIR := build/release-check
 MBED_DIR := build/mbedtls-only
 PREFIX ?= /usr/local
@@ -83,7 +87,7 @@ FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader \
                  fuzz_s3_xml fuzz_s3_sigv4 fuzz_s3_credentials \
                  fuzz_tp_why fuzz_traceparent fuzz_emit_rpc fuzz_check_runner
 
-.PHONY: all deps build demo collector-demo install test test-asan test-tsan test-release \
+.PHONY: all deps deps-build build demo collector-demo install test test-asan test-tsan test-release \
         test-mbedtls-only test-long fuzz fuzz-smoke fuzz-merge-tp bench \
         conformance clean
 
@@ -96,11 +100,24 @@ build: deps
 	cmake -S . -B $(REL_DIR) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(REL_DIR) -j $(JOBS)
 
-demo: build
-	@sh deploy/demo/demo.sh $(REL_DIR) demo.pftrace
+# The demos install only what building and running them needs (deps.sh
+# build) and build only their programs, in a tree of their own without
+# tests or benches: a newcomer's first command waits for nothing else.
+demo: deps-build
+	cmake -S . -B $(DEMO_DIR) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DTG_TESTS=OFF -DTG_BENCH=OFF
+	cmake --build $(DEMO_DIR) -j $(JOBS) --target $(DEMO_TARGETS)
+	@sh deploy/demo/demo.sh $(DEMO_DIR) demo.pftrace
 
-collector-demo: build
-	@sh deploy/demo/collector-demo.sh $(REL_DIR)
+collector-demo: deps-build
+	cmake -S . -B $(DEMO_DIR) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DTG_TESTS=OFF -DTG_BENCH=OFF
+	cmake --build $(DEMO_DIR) -j $(JOBS) --target $(DEMO_TARGETS) \
+	  tracegate-collector
+	@sh deploy/demo/collector-demo.sh $(DEMO_DIR)
+
+deps-build:
+	@sh deploy/deps.sh build
 
 # The prefix is fixed at configure time: the pkg-config file and the systemd
 # units' ExecStart= paths are written for it. Layout: deploy/CMakeLists.txt;

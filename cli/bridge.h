@@ -12,8 +12,8 @@
  * frames (abi/ipc_frame.h, 128 KiB at most) on the way in, and each frame
  * from upstream goes to the UI as one binary message.
  */
-#ifndef TRACEGATE_CONSUMER_CLI_BRIDGE_H
-#define TRACEGATE_CONSUMER_CLI_BRIDGE_H
+#ifndef TRACEGATE_CLI_BRIDGE_H
+#define TRACEGATE_CLI_BRIDGE_H
 
 #include <libwebsockets.h>
 #include <stdbool.h>
@@ -134,4 +134,4 @@ int tg__bridge_on_lws(struct lws *wsi, enum lws_callback_reasons reason,
 /* Closes every connection (the bridge is stopping). */
 void tg__bridge_close_all(bridge_server_t *s);
 
-#endif /* TRACEGATE_CONSUMER_CLI_BRIDGE_H */
+#endif /* TRACEGATE_CLI_BRIDGE_H */

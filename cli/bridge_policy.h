@@ -2,8 +2,8 @@
  * and origins open what. Pure (no I/O, no lws), apart from the bridge so
  * that its unit test and fuzz target link it alone.
  */
-#ifndef TRACEGATE_CONSUMER_CLI_BRIDGE_POLICY_H
-#define TRACEGATE_CONSUMER_CLI_BRIDGE_POLICY_H
+#ifndef TRACEGATE_CLI_BRIDGE_POLICY_H
+#define TRACEGATE_CLI_BRIDGE_POLICY_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -43,4 +43,4 @@ typedef struct bridge_decision {
 void bridge_decide(const bridge_cfg_t *cfg, const char *path_untrusted,
                    const char *origin_untrusted, bridge_decision_t *out);
 
-#endif /* TRACEGATE_CONSUMER_CLI_BRIDGE_POLICY_H */
+#endif /* TRACEGATE_CLI_BRIDGE_POLICY_H */

@@ -10,8 +10,8 @@
  * fragmentation and limits are read only as far as finding the next
  * header needs; judging them stays libwebsockets' and bridge_conn.c's.
  */
-#ifndef TRACEGATE_CONSUMER_CLI_BRIDGE_SCREEN_WALK_H
-#define TRACEGATE_CONSUMER_CLI_BRIDGE_SCREEN_WALK_H
+#ifndef TRACEGATE_CLI_BRIDGE_SCREEN_WALK_H
+#define TRACEGATE_CLI_BRIDGE_SCREEN_WALK_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -71,4 +71,4 @@ void bridge_walk_init(bridge_walk_t *w);
  * its second byte (where the missing bit was seen) in the whole stream. */
 int bridge_walk_feed(bridge_walk_t *w, const uint8_t *p_untrusted, size_t n);
 
-#endif /* TRACEGATE_CONSUMER_CLI_BRIDGE_SCREEN_WALK_H */
+#endif /* TRACEGATE_CLI_BRIDGE_SCREEN_WALK_H */

@@ -1,7 +1,7 @@
 /* cli/bridge_test.h: tests' hook into the bridge's screens
  * (cli/bridge.h), kept out of the header the product includes. */
-#ifndef TRACEGATE_CONSUMER_CLI_BRIDGE_TEST_H
-#define TRACEGATE_CONSUMER_CLI_BRIDGE_TEST_H
+#ifndef TRACEGATE_CLI_BRIDGE_TEST_H
+#define TRACEGATE_CLI_BRIDGE_TEST_H
 
 #include "cli/bridge.h"
 
@@ -10,4 +10,4 @@
  * in-process. Replaces any count not yet used up. */
 void tg__bridge_screen_fail_next_for_test(bridge_server_t *s, unsigned n);
 
-#endif /* TRACEGATE_CONSUMER_CLI_BRIDGE_TEST_H */
+#endif /* TRACEGATE_CLI_BRIDGE_TEST_H */

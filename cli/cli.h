@@ -1,8 +1,8 @@
 /* The `tracegate` CLI's shared helpers: argument units, the connection to
  * the service, the trace config, the output file, progress and summaries.
  * Each subcommand lives in its own file and only meets the others here. */
-#ifndef TRACEGATE_CONSUMER_CLI_CLI_H
-#define TRACEGATE_CONSUMER_CLI_CLI_H
+#ifndef TRACEGATE_CLI_CLI_H
+#define TRACEGATE_CLI_CLI_H
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -53,6 +53,8 @@ int cli_stats_main(int argc, char **argv);
 int cli_symbolize_main(int argc, char **argv);
 int cli_trigger_main(int argc, char **argv);
 int cli_snapshot_main(int argc, char **argv);
+/* functions.c: a function's shares across the collector's snapshots. */
+int cli_functions_main(int argc, char **argv);
 int cli_bridge_main(int argc, char **argv);
 int cli_profile_main(int argc, char **argv);
 /* profile.c: |p|'s hosts named by |host| (NULL: the only one with
@@ -335,5 +337,17 @@ void cli_ftrace_loss_add(const tg_ftrace_loss_t *l, cli_loss_t *out);
  * more were left out. */
 void cli_ds_problems_print(FILE *out, const char *indent, const char *host,
                            const tg_ds_problems_t *ps);
+/* The ftrace events |cfg| asks for (every linux.ftrace data source's
+ * ftrace_events); |cfg| NULL: 0, unknown. */
+uint64_t cli_ftrace_events_asked(const Perfetto__Protos__TraceConfig *cfg);
+/* Whether the problems |ps| make `tracegate record` exit 4
+ * (docs/commands.md, "Data sources that did not run"): a data source
+ * that did not start, or linux.ftrace without every one of the |asked|
+ * events its config named (0: unknown, never so); with |strict|, any
+ * problem, a data source no producer offered included. A data source
+ * that runs without some of its events is a warning (exit 0), as
+ * Perfetto's CLI has it. */
+bool cli_ds_problems_fail(const tg_ds_problems_t *ps, uint64_t asked,
+                          bool strict);
 
-#endif /* TRACEGATE_CONSUMER_CLI_CLI_H */
+#endif /* TRACEGATE_CLI_CLI_H */

@@ -525,7 +525,8 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
       fleet_host_t *h = &f->hosts[i];
       fleet_names_problems(f, i, &h->problems);
       tg_ds_problems_from_ftrace(&h->problems, &h->ftrace);
-      with_failures += tg_ds_problems_failures(&h->problems, NULL) > 0;
+      with_failures += cli_ds_problems_fail(
+          &h->problems, cli_ftrace_events_asked(f->pcfg), f->o->strict);
     }
     size_t failed = fleet_ui_summary(f);
     int merged_rv = f->mode == FLEET_OUT_MERGE ? commit_merged(f) : 0;

@@ -19,8 +19,8 @@
  * One host failing never stops the others; the run ends when every host's
  * link is DONE or FAILED. Everything runs on the one loop thread.
  */
-#ifndef TRACEGATE_CONSUMER_CLI_FLEET_H
-#define TRACEGATE_CONSUMER_CLI_FLEET_H
+#ifndef TRACEGATE_CLI_FLEET_H
+#define TRACEGATE_CLI_FLEET_H
 
 #include "abi/protocol_limits.h"
 #include "cli/record.h"
@@ -210,4 +210,4 @@ void fleet_ui_clear(fleet_t *f);
 /* The per-host summary; returns the number of hosts that failed. */
 size_t fleet_ui_summary(fleet_t *f);
 
-#endif /* TRACEGATE_CONSUMER_CLI_FLEET_H */
+#endif /* TRACEGATE_CLI_FLEET_H */

@@ -10,8 +10,8 @@
  * 2^53 in JavaScript), an unsigned one above INT64_MAX the string of its
  * digits (common/json.h); bytes are base64; a float that is not finite is
  * null; unknown fields are left out. */
-#ifndef TRACEGATE_CONSUMER_CLI_JSON_OUT_H
-#define TRACEGATE_CONSUMER_CLI_JSON_OUT_H
+#ifndef TRACEGATE_CLI_JSON_OUT_H
+#define TRACEGATE_CLI_JSON_OUT_H
 
 #include <stdio.h>
 
@@ -38,4 +38,4 @@ int cli_json_doc_write(const char *path, const json_t *doc, size_t flags);
 int cli_json_file_write(const char *path, int (*put)(FILE *f, const void *arg),
                         const void *arg);
 
-#endif /* TRACEGATE_CONSUMER_CLI_JSON_OUT_H */
+#endif /* TRACEGATE_CLI_JSON_OUT_H */

@@ -29,6 +29,8 @@ static void usage(FILE *out) {
           "(Perfetto's\n            websocket_bridge)\n"
           "  snapshot  ask tracegate-collector for a fleet snapshot and wait "
           "until it is stored\n"
+          "  functions where a function took a share of CPU across the "
+          "collector's snapshots\n"
           "  symbolize name a trace's profile frames from debug files found "
           "by build id\n"
           "  profile   a trace's CPU profiles per host: a summary, or pprof "
@@ -49,16 +51,9 @@ static int run(const char *cmd, int argc, char **argv) {
   if (!strcmp(cmd, "trigger")) return cli_trigger_main(argc, argv);
   if (!strcmp(cmd, "bridge")) return cli_bridge_main(argc, argv);
   if (!strcmp(cmd, "snapshot")) return cli_snapshot_main(argc, argv);
+  if (!strcmp(cmd, "functions")) return cli_functions_main(argc, argv);
   if (!strcmp(cmd, "profile")) return cli_profile_main(argc, argv);
-  if (!strcmp(cmd, "symbolize")) {
-#ifdef TG_HAVE_SYMBOLIZE
-    return cli_symbolize_main(argc, argv);
-#else
-    fprintf(stderr, CLI_PROG " symbolize: not supported in this build "
-                    "(built without libdw)\n");
-    return CLI_EXIT_FAIL;
-#endif
-  }
+  if (!strcmp(cmd, "symbolize")) return cli_symbolize_main(argc, argv);
   fprintf(stderr, CLI_PROG ": unknown command '%s' (see " CLI_PROG " --help)\n",
           cmd);
   return CLI_EXIT_USAGE;

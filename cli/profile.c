@@ -2,7 +2,8 @@
 /* `tracegate profile FILE [--pprof] [--host H|all] [-o OUT] [--json]`: the
  * CPU profiles of a trace's hosts (consumer/profile/profile.h), as pprof
  * or as a summary; also what `tracegate snapshot ID --pprof` writes with
- * (cli_profile_output). docs/profiles.md. */
+ * (cli_profile_output). `--diff H`: host H against the median of the
+ * others (consumer/profile/profile_diff.h). docs/profiles.md. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -17,9 +18,11 @@
 #include "common/notice.h"
 #include "common/printable.h"
 #include "consumer/profile/profile.h"
+#include "consumer/profile/profile_diff.h"
 #include "tracegate/error.h"
 
 #define TOP_FUNCTIONS 10
+#define TOP_DIFF 25
 
 static const char about[] =
     "Reads the CPU profiles (linux.perf samples of tracegate-perf) of each\n"
@@ -36,11 +39,25 @@ static const char about[] =
     "--host all (pprof: the hosts merged, each sample labelled host=NAME).\n"
     "Progress goes to stderr for a large FILE.\n"
     "\n"
+    "--diff H compares host H with the median of the other hosts with\n"
+    "samples: per function, H's share of its CPU time (self: as the leaf;\n"
+    "total: anywhere in the stack), the peers' median share, the\n"
+    "difference and the samples behind each, largest difference first; a\n"
+    "'*' marks a difference beyond 3 standard errors at H's sample count.\n"
+    "A host under 100 samples is marked too few (nothing significant), and\n"
+    "such peers are left out of the median. --json: the rows and the call\n"
+    "tree as JSON. --pprof -o OUT writes H's call tree and --base-pprof\n"
+    "BASE the peers' median one, both in H's nanoseconds: go tool pprof\n"
+    "-diff_base=BASE OUT shows the difference.\n"
+    "\n"
     "examples:\n"
     "  " CLI_PROG " profile fleet.pftrace\n"
     "  " CLI_PROG " profile fleet.pftrace --pprof --host web1 -o web1.pb.gz\n"
     "  " CLI_PROG " profile perf.pftrace --pprof -o perf.pb.gz && "
-    "go tool pprof -top perf.pb.gz\n";
+    "go tool pprof -top perf.pb.gz\n"
+    "  " CLI_PROG " profile fleet.pftrace --diff web7\n"
+    "  " CLI_PROG " profile fleet.pftrace --diff web7 --pprof -o web7.pb.gz "
+    "--base-pprof peers.pb.gz\n";
 
 static void on_progress(void *ctx, uint64_t bytes) {
   fprintf(stderr, "%s: %" PRIu64 " MiB read\n", (const char *)ctx,
@@ -258,9 +275,93 @@ int cli_profile_output(const char *prog, const tg_prof_t *p, const char *host,
   return rv ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
 
+static void diff_text(const tg_prof_diff_t *d) {
+  char name[400];
+  tg_printable(name, sizeof(name), d->host_name[0] ? d->host_name : "-");
+  printf("%s (machine %" PRIu32 "): %" PRIu64 " samples, %.3f s of CPU, "
+         "against the median of %zu peers (%" PRIu64 " samples)%s\n",
+         name, d->host_machine_id, d->host_counts.samples,
+         (double)d->host_cpu_ns / 1e9, d->n_peers, d->peers_samples,
+         d->by_samples ? "; shares of samples (no CPU time)" : "");
+  if (d->too_few_samples)
+    printf("  too few samples (fewer than %" PRIu64 "): no difference is "
+           "significant\n", d->min_samples);
+  if (d->n_peers_too_few)
+    printf("  %zu peers left out: fewer than %" PRIu64 " samples\n",
+           d->n_peers_too_few, d->min_samples);
+  printf("  %8s %7s %7s %8s %9s %8s  %s\n", "self", "host", "peers",
+         "host n", "peers n", "total", "function (* significant)");
+  for (size_t i = 0; i < d->n_funcs && i < TOP_DIFF; i++) {
+    const tg_prof_diff_func_t *f = &d->funcs[i];
+    char fn[400], file[400] = "";
+    tg_printable(fn, sizeof(fn), f->name);
+    if (f->file) tg_printable(file, sizeof(file), f->file);
+    printf("  %+7.2f%% %6.2f%% %6.2f%% %8" PRIu64 " %9" PRIu64 " %+7.2f%%  "
+           "%s%s%s%s\n",
+           100 * f->diff_self, 100 * f->host_self, 100 * f->peers_self,
+           f->host_self_samples, f->peers_self_samples, 100 * f->diff_total,
+           fn, file[0] ? " " : "", file,
+           f->significant_self || f->significant_total ? " *" : "");
+  }
+}
+
+static int diff_pprof(const char *prog, const tg_prof_diff_t *d, bool base,
+                      const char *out) {
+  tg_buf_t b;
+  tg_buf_init(&b, 0);
+  int rv = tg_prof_diff_pprof(d, base, &b);
+  if (!rv && (rv = write_out(out, &b)) < 0) {
+    char shown[512];
+    tg_printable(shown, sizeof(shown), out ? out : "-");
+    fprintf(stderr, "%s: %s cannot write %s: %s\n", prog,
+            tg_notice_tag(TG_N_OUTPUT_UNWRITABLE), shown, strerror(-rv));
+  } else if (rv) {
+    fprintf(stderr, "%s: %s\n", prog, tg_strerror(rv));
+  }
+  tg_buf_free(&b);
+  return rv;
+}
+
+/* --diff: |spec| against every other host with samples. */
+static int diff_output(const char *prog, const tg_prof_t *p, const char *spec,
+                       const char *out, const char *base_out, bool pprof,
+                       bool json) {
+  size_t n = tg_prof_n_hosts(p), idx;
+  if (pick_hosts(prog, p, spec, &idx, 1) != 1) return CLI_EXIT_USAGE;
+  const tg_prof_host_t *h = tg_prof_host(p, idx);
+  const tg_prof_host_t **peers = calloc(n ? n : 1, sizeof(*peers));
+  if (!peers) return CLI_EXIT_FAIL;
+  size_t np = 0;
+  for (size_t i = 0; i < n; i++)
+    if (i != idx && has_samples(tg_prof_host(p, i)))
+      peers[np++] = tg_prof_host(p, i);
+  warn_counts(prog, h);
+  tg_prof_diff_t *d = NULL;
+  int rv = tg_prof_diff(h, peers, np, NULL, &d);
+  free(peers);
+  if (rv) {
+    fprintf(stderr, "%s: %s\n", prog,
+            rv == -ENOSPC ? "too many call paths in the hosts together"
+                          : tg_strerror(rv));
+    return CLI_EXIT_FAIL;
+  }
+  if (pprof) {
+    rv = diff_pprof(prog, d, false, out);
+    if (!rv && base_out) rv = diff_pprof(prog, d, true, base_out);
+  } else if (json) {
+    json_t *doc = tg_prof_diff_json(d, TG_PROF_DIFF_MIN_SHARE);
+    rv = doc ? tg_json_dumpf_line(doc, stdout, 0) : -ENOMEM;
+    json_decref(doc);
+  } else {
+    diff_text(d);
+  }
+  tg_prof_diff_free(d);
+  return rv ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+}
+
 int cli_profile_main(int argc, char **argv) {
   const char *prog = CLI_PROG " profile";
-  const char *out = NULL, *host = NULL;
+  const char *out = NULL, *host = NULL, *diff = NULL, *base_out = NULL;
   bool pprof = false, json = false;
   const tg_flag_t flags[] = {
       {"pprof", TG_FLAG_BOOL, &pprof, NULL,
@@ -271,10 +372,17 @@ int cli_profile_main(int argc, char **argv) {
        "-o: where --pprof writes (default: stdout, not a terminal)", 0, 0},
       {"json", TG_FLAG_BOOL, &json, NULL,
        "the summary as one JSON object on stdout", 0, 0},
+      {"diff", TG_FLAG_STRING, &diff, "H",
+       "host H against the median of the other hosts", 0, 0},
+      {"base-pprof", TG_FLAG_STRING, &base_out, "FILE",
+       "with --diff --pprof: the peers' median profile, for -diff_base", 0,
+       0},
   };
   char *pos[2];
   size_t n_pos = 0;
-  int rv = cli_parse_flags(prog, "FILE [--pprof] [--host H|all] [-o OUT] [--json]",
+  int rv = cli_parse_flags(prog, "FILE [--pprof] [--host H|all] [-o OUT] [--json]\n"
+                           "       FILE --diff H [--json | --pprof -o OUT "
+                           "[--base-pprof BASE]]",
                            about, flags, sizeof(flags) / sizeof(flags[0]), argc,
                            argv, pos, 2, &n_pos);
   if (rv == 1) return CLI_EXIT_OK;
@@ -285,6 +393,24 @@ int cli_profile_main(int argc, char **argv) {
   }
   if (pprof && json) {
     fprintf(stderr, "%s: --pprof and --json are two outputs: give one\n", prog);
+    return CLI_EXIT_USAGE;
+  }
+  if (diff && !strcmp(diff, "all")) {
+    fprintf(stderr, "%s: --diff H: one host, against all the others\n", prog);
+    return CLI_EXIT_USAGE;
+  }
+  if (diff && host) {
+    fprintf(stderr, "%s: --diff H names the host: --host is not for it\n",
+            prog);
+    return CLI_EXIT_USAGE;
+  }
+  if (base_out && (!diff || !pprof)) {
+    fprintf(stderr, "%s: --base-pprof goes with --diff H --pprof\n", prog);
+    return CLI_EXIT_USAGE;
+  }
+  if (diff && pprof && (!out || !strcmp(out, "-")) && isatty(STDOUT_FILENO)) {
+    fprintf(stderr, "%s: --pprof writes binary: give -o FILE (or redirect "
+            "stdout)\n", prog);
     return CLI_EXIT_USAGE;
   }
   int fd = !strcmp(pos[0], "-") ? dup(STDIN_FILENO)
@@ -310,7 +436,10 @@ int cli_profile_main(int argc, char **argv) {
     tg_prof_free(p);
     return CLI_EXIT_FAIL;
   }
-  rv = cli_profile_output(prog, p, host, out, pprof, json);
+  if (diff)
+    rv = diff_output(prog, p, diff, out, base_out, pprof, json);
+  else
+    rv = cli_profile_output(prog, p, host, out, pprof, json);
   tg_prof_free(p);
   return rv;
 }

@@ -83,6 +83,32 @@ void cli_ds_problems_print(FILE *out, const char *indent, const char *host,
             (unsigned long long)ps->omitted);
 }
 
+uint64_t cli_ftrace_events_asked(const Perfetto__Protos__TraceConfig *cfg) {
+  uint64_t n = 0;
+  for (size_t i = 0; cfg && i < cfg->n_data_sources; i++) {
+    const Perfetto__Protos__DataSourceConfig *dsc = cfg->data_sources[i]->config;
+    if (dsc && dsc->name && !strcmp(dsc->name, "linux.ftrace") &&
+        dsc->ftrace_config)
+      n += dsc->ftrace_config->n_ftrace_events;
+  }
+  return n;
+}
+
+bool cli_ds_problems_fail(const tg_ds_problems_t *ps, uint64_t asked,
+                          bool strict) {
+  if (strict && (ps->n || ps->omitted)) return true;
+  for (size_t i = 0; i < ps->n; i++) {
+    const tg_ds_problem_t *p = &ps->items[i];
+    if (p->reason == TG_DS_NOT_STARTED) return true;
+    /* Runs, but without anything of what it was asked for. */
+    if (p->reason == TG_DS_EVENTS_REFUSED && p->has_events && asked &&
+        p->events >= asked)
+      return true;
+  }
+  /* The problems past the kept ones: their reasons are not known. */
+  return false;
+}
+
 void cli_loss_collect(const Perfetto__Protos__TraceStats *st, cli_loss_t *out) {
   memset(out, 0, sizeof(*out));
   if (!st) return;

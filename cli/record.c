@@ -85,9 +85,10 @@ static const char about[] =
     "that is not zero, and why the session ended (its duration, -s or\n"
     "max_file_size_bytes, a stop trigger, Ctrl-C, --stop, the service gone).\n"
     "The exit status is 0 only if the trace was written; 4 when it was, but\n"
-    "a data source did not start or runs without some of its events (the\n"
-    "summary names each, with its code, and the data sources no producer\n"
-    "offered).\n"
+    "a data source did not start, or linux.ftrace got none of the events it\n"
+    "asked for; one that runs without some of its events, or that no\n"
+    "producer offered, is a warning (the summary names each, with its\n"
+    "code), and with --strict exits 4 too.\n"
     "\n"
     "-d (Perfetto's --background) prints the pid of a process that records\n"
     "on, detached from the terminal; kill -TERM PID stops the trace cleanly\n"
@@ -150,8 +151,8 @@ static const char about[] =
     "connection; one line per host shows progress on a terminal, and the\n"
     "summary gives each host's outcome, losses and how its relay sent (with\n"
     "zstd, or plain and why). The exit status is 1 when any host\n"
-    "failed, else 4 when a host's data source did not start or runs\n"
-    "without some of its events. -o DIR writes DIR/<host>.pftrace per host (DIR is created if\n"
+    "failed, else 4 when a host's data source did not start (or any\n"
+    "problem, with --strict). -o DIR writes DIR/<host>.pftrace per host (DIR is created if\n"
     "missing, and said so; a name ending in .pftrace is refused);\n"
     "-o FILE --merge writes one trace where each host is\n"
     "a machine (machine_id 1, 2, ... in -H order, then --hosts order) with\n"
@@ -233,6 +234,9 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
       CLI_SESSION_CACHE_FLAG(&o->remote),
       {"merge", TG_FLAG_BOOL, &o->merge, NULL,
        "with remote hosts: write one trace, each host a machine", 0, 0},
+      {"strict", TG_FLAG_BOOL, &o->strict, NULL,
+       "exit 4 for any data-source problem: one that runs without some "
+       "of its events, or that no producer offered, too", 0, 0},
       {"summary-json", TG_FLAG_STRING, &o->summary_json, "FILE",
        "at the end, write what the recording came to as JSON (per host: "
        "outcome, reason, bytes, packets, every loss counter, reconnections, "

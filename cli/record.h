@@ -1,7 +1,7 @@
 /* `tracegate record`: shared by record.c (flags, config, setup) and
  * record_flow.c (the recording itself, driven by the loop). */
-#ifndef TRACEGATE_CONSUMER_CLI_RECORD_H
-#define TRACEGATE_CONSUMER_CLI_RECORD_H
+#ifndef TRACEGATE_CLI_RECORD_H
+#define TRACEGATE_CLI_RECORD_H
 
 #include "cli/cli.h"
 #include "consumer/recording.h"
@@ -29,6 +29,9 @@ typedef struct record_opts {
   /* Remote hosts (-H, --hosts) and how to reach them. */
   cli_remote_opts_t remote;
   bool merge;
+  /* --strict: any data-source problem exits 4, a data source running
+   * without some of its events or offered by no producer included. */
+  bool strict;
   /* --merge-allow-fields: fields kept beyond the merge's allowlist
    * (docs/merge.md, "Trusting the producers"); NULL: none. */
   const char *merge_allow;
@@ -197,4 +200,4 @@ void record_check_config(record_t *r);
  * the service could not be asked. */
 int record_is_detached(const char *socket, const char *key);
 
-#endif /* TRACEGATE_CONSUMER_CLI_RECORD_H */
+#endif /* TRACEGATE_CLI_RECORD_H */

@@ -172,8 +172,10 @@ int record_clone(record_t *r) {
   r->problems = (tg_ds_problems_t){0};
   tg_ds_problems_from_ftrace(&r->problems, &r->ftrace);
   cli_ds_problems_print(stderr, NULL, "local", &r->problems);
-  return tg_ds_problems_failures(&r->problems, NULL) ? CLI_EXIT_DATA_SOURCE
-                                                     : CLI_EXIT_OK;
+  return cli_ds_problems_fail(&r->problems, cli_ftrace_events_asked(r->cfg),
+                              r->o.strict)
+             ? CLI_EXIT_DATA_SOURCE
+             : CLI_EXIT_OK;
 }
 
 /* --- --save-all-for-bugreport --------------------------------------------- */

@@ -235,7 +235,9 @@ static void complete(record_t *r) {
    * a failure: its own status, once the trace is safe. */
   tg_ds_problems_from_ftrace(&r->problems, &r->ftrace);
   cli_ds_problems_print(stderr, NULL, "local", &r->problems);
-  if (r->exit_code == CLI_EXIT_OK && tg_ds_problems_failures(&r->problems, NULL))
+  if (r->exit_code == CLI_EXIT_OK &&
+      cli_ds_problems_fail(&r->problems, cli_ftrace_events_asked(r->cfg),
+                           r->o.strict))
     r->exit_code = CLI_EXIT_DATA_SOURCE;
   finish(r);
 }

@@ -208,14 +208,26 @@ static const char get_about[] =
     "/api/v1/snapshots/ID/profile?host=H&format=pprof; docs/profiles.md).\n"
     "'" CLI_PROG " snapshot ID --pprof --host H ...' is the same command.\n"
     "\n"
+    "--diff H writes host H against the median of the snapshot's other\n"
+    "hosts instead, as JSON (GET /api/v1/snapshots/ID/profile/diff?host=H;\n"
+    "docs/profiles.md, \"A host against its peers\"); with --pprof H's call\n"
+    "tree as pprof, with --pprof --base the peers' median one (go tool\n"
+    "pprof -diff_base=BASE H). --min-samples N sets the rule's minimum;\n"
+    "--history N compares H with itself in its last N snapshots before ID\n"
+    "(against=history&n=N) rather than with the other hosts.\n"
+    "\n"
     "examples:\n"
     "  " CLI_PROG " snapshot get 000000000000002a --collector 127.0.0.1:7468 "
     "\\\n      --host web1.example:7467 --output web1.pftrace\n"
     "  " CLI_PROG " snapshot 000000000000002a --pprof --host web1.example:7467 "
-    "\\\n      --collector 127.0.0.1:7468 -o web1.pb.gz\n";
+    "\\\n      --collector 127.0.0.1:7468 -o web1.pb.gz\n"
+    "  " CLI_PROG " snapshot 000000000000002a --diff web7.example:7467 "
+    "\\\n      --collector 127.0.0.1:7468 -o web7-diff.json\n";
 
 static int snapshot_get(int argc, char **argv) {
-  bool pprof = false;
+  bool pprof = false, base = false;
+  const char *diff = NULL;
+  uint64_t min_samples = 0, history = 0;
   snap_opts_t o;
   memset(&o, 0, sizeof(o));
   o.timeout_s = DEFAULT_TIMEOUT_S;
@@ -231,14 +243,27 @@ static int snapshot_get(int argc, char **argv) {
        "give up (exit 1) when the download is not done by then", 1, 86400},
       {"pprof", TG_FLAG_BOOL, &pprof, NULL,
        "the --host's CPU profile (pprof, gzipped), not its trace", 0, 0},
+      {"diff", TG_FLAG_STRING, &diff, "H",
+       "host H against the median of the other hosts (JSON; --pprof: pprof)",
+       0, 0},
+      {"base", TG_FLAG_BOOL, &base, NULL,
+       "with --diff --pprof: the peers' median profile (-diff_base)", 0, 0},
+      {"history", TG_FLAG_UINT, &history, "N",
+       "with --diff: against the host's own last N snapshots, not the other "
+       "hosts (0: the others)", 0, 20},
+      {"min-samples", TG_FLAG_UINT, &min_samples, "N",
+       "with --diff: a host under N samples is too few (0: the rule's 100)", 0,
+       1000000000},
       CLI_SNAP_TLS_FLAGS(o),
   };
   char *pos[1];
   size_t n_pos = 0;
   int rv = cli_parse_flags(GET_PROG,
                            "ID --collector ADDR [--host H[,H2...]] --output "
-                           "FILE\n         [--timeout DURATION] [--ca F --cert F "
-                           "--key F]",
+                           "FILE\n         [--pprof] [--diff H [--base] "
+                           "[--min-samples N] [--history N]]\n         "
+                           "[--timeout DURATION] "
+                           "[--ca F --cert F --key F]",
                            get_about, flags, sizeof(flags) / sizeof(flags[0]),
                            argc, argv, pos, 1, &n_pos);
   if (rv == 1) return CLI_EXIT_OK;
@@ -257,26 +282,48 @@ static int snapshot_get(int argc, char **argv) {
     fprintf(stderr, "%s: --host: 1 to %u bytes\n", GET_PROG, HOSTS_ARG_MAX);
     return CLI_EXIT_USAGE;
   }
-  if (pprof && (!o.host || strchr(o.host, ','))) {
+  if (diff && (o.host || !diff[0] || strlen(diff) > HOSTS_ARG_MAX ||
+               strchr(diff, ','))) {
+    fprintf(stderr, "%s: --diff H names one host, without --host\n",
+            GET_PROG);
+    return CLI_EXIT_USAGE;
+  }
+  if ((base && (!diff || !pprof)) || ((min_samples || history) && !diff)) {
+    fprintf(stderr, "%s: --base goes with --diff H --pprof, --min-samples "
+            "and --history with --diff\n", GET_PROG);
+    return CLI_EXIT_USAGE;
+  }
+  if (pprof && !diff && (!o.host || strchr(o.host, ','))) {
     fprintf(stderr, "%s: --pprof needs --host H, one host\n", GET_PROG);
     return CLI_EXIT_USAGE;
   }
   if (cli_snap_check_usage(GET_PROG, &o, &a) < 0) return CLI_EXIT_USAGE;
 
-  size_t cap = sizeof(API_PATH "//profile?host=&format=pprof") + CLI_SNAP_ID_LEN +
-               (o.host ? 3 * strlen(o.host) : 0) + 1;
+  size_t cap = sizeof(API_PATH "//profile/diff?host=&format=pprof&base=1"
+                     "&min_samples=&against=history&n=") + 40 +
+               CLI_SNAP_ID_LEN +
+               (o.host ? 3 * strlen(o.host) : 0) +
+               (diff ? 3 * strlen(diff) : 0) + 1;
   char *path = malloc(cap);
   if (!path) {
     fprintf(stderr, "%s: out of memory\n", GET_PROG);
     return CLI_EXIT_FAIL;
   }
   size_t len = (size_t)snprintf(path, cap, API_PATH "/%s/%s", pos[0],
-                                pprof ? "profile" : "trace");
-  if (o.host) {
+                                diff ? "profile/diff" : pprof ? "profile"
+                                                              : "trace");
+  if (o.host || diff) {
     len += (size_t)snprintf(path + len, cap - len, "?host=");
-    cli_snap_put_encoded(path, cap, &len, o.host);
+    cli_snap_put_encoded(path, cap, &len, diff ? diff : o.host);
   }
   if (pprof) len += (size_t)snprintf(path + len, cap - len, "&format=pprof");
+  if (base) len += (size_t)snprintf(path + len, cap - len, "&base=1");
+  if (min_samples)
+    len += (size_t)snprintf(path + len, cap - len, "&min_samples=%" PRIu64,
+                            min_samples);
+  if (history)
+    len += (size_t)snprintf(path + len, cap - len,
+                            "&against=history&n=%" PRIu64, history);
 
   /* Under a name of its own beside FILE, renamed when whole. */
   bool to_stdout = !strcmp(o.output, "-");
@@ -327,7 +374,10 @@ static int snapshot_get(int argc, char **argv) {
   if (code == CLI_EXIT_OK)
     fprintf(stderr, CLI_PROG ": snapshot %s: %" PRIu64 " bytes%s written to "
             "%s\n", pos[0], r.out_bytes,
-            pprof ? " (the host's profile)"
+            diff ? (base ? " (the peers' median profile)"
+                    : pprof ? " (the host's profile, to diff)"
+                            : " (the host against its peers)")
+            : pprof ? " (the host's profile)"
             : o.host ? " (the hosts' part)" : "",
             to_stdout ? "standard output" : o.output);
   tg_buf_free(&r.body);

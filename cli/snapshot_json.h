@@ -13,8 +13,8 @@
  * that were not UTF-8 arrive as U+FFFD). Nothing read here is fit for a
  * terminal as it is: print strings through tg_printable().
  */
-#ifndef TRACEGATE_CONSUMER_CLI_SNAPSHOT_JSON_H
-#define TRACEGATE_CONSUMER_CLI_SNAPSHOT_JSON_H
+#ifndef TRACEGATE_CLI_SNAPSHOT_JSON_H
+#define TRACEGATE_CLI_SNAPSHOT_JSON_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -98,4 +98,4 @@ int cli_snap_host_names(const char *json_untrusted, size_t len, char ***names,
                         size_t *n, char *err, size_t err_cap);
 void cli_snap_names_free(char **names, size_t n); /* NULL-safe */
 
-#endif /* TRACEGATE_CONSUMER_CLI_SNAPSHOT_JSON_H */
+#endif /* TRACEGATE_CLI_SNAPSHOT_JSON_H */

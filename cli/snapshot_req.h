@@ -3,8 +3,8 @@
  * connection options, and one HTTP request to the collector run to its
  * end on an lws event loop of its own (snapshot_req.c, below both).
  */
-#ifndef TRACEGATE_CONSUMER_CLI_SNAPSHOT_REQ_H
-#define TRACEGATE_CONSUMER_CLI_SNAPSHOT_REQ_H
+#ifndef TRACEGATE_CLI_SNAPSHOT_REQ_H
+#define TRACEGATE_CLI_SNAPSHOT_REQ_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -93,4 +93,4 @@ void cli_snap_put_encoded(char *out, size_t cap, size_t *len, const char *s);
 /* `tracegate snapshot check` (snapshot_check.c): argv[0] is "check". */
 int cli_snapshot_check(int argc, char **argv);
 
-#endif /* TRACEGATE_CONSUMER_CLI_SNAPSHOT_REQ_H */
+#endif /* TRACEGATE_CLI_SNAPSHOT_REQ_H */

@@ -9,8 +9,8 @@
  * machine never outlives its requests. Single-threaded, on the
  * connection's loop; the machine lives on its owner's stack.
  */
-#ifndef TRACEGATE_CONSUMER_CLI_STEP_H
-#define TRACEGATE_CONSUMER_CLI_STEP_H
+#ifndef TRACEGATE_CLI_STEP_H
+#define TRACEGATE_CLI_STEP_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -88,4 +88,4 @@ void cli_sm_fail(cli_sm_t *m, int code, tg_notice_t notice, const char *fmt,
                  ...)
     __attribute__((format(printf, 4, 5)));
 
-#endif /* TRACEGATE_CONSUMER_CLI_STEP_H */
+#endif /* TRACEGATE_CLI_STEP_H */

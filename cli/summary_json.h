@@ -8,8 +8,8 @@
  * loss counter names) follows common/json.h's rule, so the output is
  * valid JSON whatever bytes it held.
  */
-#ifndef TRACEGATE_CONSUMER_CLI_SUMMARY_JSON_H
-#define TRACEGATE_CONSUMER_CLI_SUMMARY_JSON_H
+#ifndef TRACEGATE_CLI_SUMMARY_JSON_H
+#define TRACEGATE_CLI_SUMMARY_JSON_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -76,4 +76,4 @@ typedef struct cli_summary {
  * saying why on stderr. */
 int cli_summary_json_write(const char *path, const cli_summary_t *s);
 
-#endif /* TRACEGATE_CONSUMER_CLI_SUMMARY_JSON_H */
+#endif /* TRACEGATE_CLI_SUMMARY_JSON_H */

@@ -121,3 +121,61 @@ int tg__coll_check_insert(const tg_coll_insert_t *r, tg_coll_state_t *state,
   if (r->failure) *state = TG_COLL_FAILED;
   return 0;
 }
+
+const char *tg_coll_share_kind_name(tg_coll_share_kind_t k) {
+  switch (k) {
+    case TG_COLL_SHARE_FUNCTION:
+      return "function";
+    case TG_COLL_SHARE_PSEUDO:
+      return "pseudo";
+    case TG_COLL_SHARE_REST:
+      return "rest";
+  }
+  return "?";
+}
+
+size_t tg__coll_stored_len(const char *s, size_t max, bool *cut) {
+  size_t n = s ? strnlen(s, max + 1) : 0;
+  if (cut) *cut = n > max;
+  return n > max ? max : n;
+}
+
+double tg__coll_share_of(uint64_t part, uint64_t whole) {
+  if (!whole) return 0;
+  double v = (double)part / (double)whole;
+  return v > 1 ? 1 : v;
+}
+
+int tg__coll_check_shares(const tg_coll_host_shares_t *hosts, size_t n_hosts) {
+  if (n_hosts && !hosts) return -EINVAL;
+  for (size_t i = 0; i < n_hosts; i++) {
+    const tg_coll_host_shares_t *h = &hosts[i];
+    if (!text_ok(h->host, 1, TG_COLL_HOST_MAX) ||
+        h->n_rows > TG_COLL_SHARES_TOP_MAX + 1 || (h->n_rows && !h->rows) ||
+        !count_ok(h->cpu_ns) || !count_ok(h->samples))
+      return -EINVAL;
+    for (size_t k = 0; k < i; k++)
+      if (!strcmp(hosts[k].host, h->host)) return -EINVAL;
+    for (size_t r = 0; r < h->n_rows; r++) {
+      const tg_coll_share_in_t *s = &h->rows[r];
+      if (!s->function || !s->function[0] ||
+          (s->kind != TG_COLL_SHARE_FUNCTION &&
+           s->kind != TG_COLL_SHARE_PSEUDO && s->kind != TG_COLL_SHARE_REST) ||
+          !count_ok(s->self_ns) || !count_ok(s->total_ns) ||
+          !count_ok(s->self_samples) || !count_ok(s->total_samples))
+        return -EINVAL;
+    }
+  }
+  return 0;
+}
+
+int tg__coll_check_share_query(const tg_coll_share_query_t *q) {
+  /* !(x >= 0 && x <= 1) also refuses NaN. */
+  if (!q || !text_ok(q->function, 1, TG_COLL_FUNCTION_MAX) ||
+      !text_ok(q->host, 0, TG_COLL_HOST_MAX) ||
+      !text_ok(q->after_host, 0, TG_COLL_HOST_MAX) ||
+      !(q->min_share >= 0 && q->min_share <= 1) ||
+      q->limit > TG_COLL_SHARES_LIST_MAX || q->after_id > (uint64_t)INT64_MAX)
+    return -EINVAL;
+  return 0;
+}

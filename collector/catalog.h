@@ -202,6 +202,89 @@ typedef struct tg_coll_insert {
   const char *failure;
 } tg_coll_insert_t;
 
+/* Function shares (docs/collector.md, "Function shares"): per host of a
+ * stored snapshot, its top functions by CPU time in its stacks (total),
+ * and one "[rest]" row for the samples whose leaf is none of them, so
+ * that the host's rows' self times sum to its whole. A function is a
+ * name a host sent (or its symbols gave): untrusted bytes, stored as
+ * given up to TG_COLL_FUNCTION_MAX bytes (longer: cut there, |cut| set),
+ * compared byte for byte. */
+#define TG_COLL_FUNCTION_MAX 1024
+/* An unnamed frame's mapping path ("[unknown]" is one row per mapping). */
+#define TG_COLL_FILE_MAX 1024
+/* Rows of one host: its top functions (the collector's
+ * function_shares_top, at most this) and its rest. */
+#define TG_COLL_SHARES_TOP_MAX 1000
+/* Most rows one find_shares() returns; page on with its cursor. */
+#define TG_COLL_SHARES_LIST_MAX 1000
+
+typedef enum tg_coll_share_kind {
+  TG_COLL_SHARE_FUNCTION = 0, /* a function the host or its symbols named */
+  TG_COLL_SHARE_PSEUDO = 1,   /* "[unknown]", "[no callstack]",
+                               * "[skipped: ...]", ...: samples that no
+                               * function name stands for, kept apart */
+  TG_COLL_SHARE_REST = 2,     /* "[rest]": leaves past the top, one a host */
+} tg_coll_share_kind_t;
+
+/* "function", "pseudo", "rest" ("?" out of range). */
+const char *tg_coll_share_kind_name(tg_coll_share_kind_t k);
+
+/* One row as set_shares() takes it. Strings borrowed for the call. */
+typedef struct tg_coll_share_in {
+  const char *function; /* 1.. bytes; cut at TG_COLL_FUNCTION_MAX */
+  const char *file;     /* NULL or a mapping path (cut at TG_COLL_FILE_MAX) */
+  tg_coll_share_kind_t kind;
+  uint64_t self_ns, total_ns;           /* CPU time: leaf, anywhere */
+  uint64_t self_samples, total_samples; /* the same in samples */
+} tg_coll_share_in_t;
+
+/* One host's rows, in rank order (its rest last). */
+typedef struct tg_coll_host_shares {
+  const char *host; /* the snapshot's host row's name (catalog hosts()) */
+  /* The host's whole: every sample of its profile, pseudo-stacks and
+   * all; the shares' denominators. */
+  uint64_t cpu_ns, samples;
+  /* No CPU-clock rate was known for its samples (tg_prof_host_t's
+   * ns_per_sample_max 0): its shares are of samples, not CPU time. */
+  bool by_samples;
+  const tg_coll_share_in_t *rows;
+  size_t n_rows; /* 0..TG_COLL_SHARES_TOP_MAX + 1 */
+} tg_coll_host_shares_t;
+
+/* A row as find_shares() returns it. Owns its text. The function is the
+ * one asked for (byte for byte), so it is not repeated. */
+typedef struct tg_coll_share {
+  uint64_t snapshot_id;
+  int64_t started_ms; /* the snapshot's */
+  char host[TG_COLL_HOST_MAX + 1];
+  uint32_t rank; /* 0: the host's first by total */
+  tg_coll_share_kind_t kind;
+  char file[TG_COLL_FILE_MAX + 1];
+  bool cut; /* the stored name is the first TG_COLL_FUNCTION_MAX bytes */
+  uint64_t self_ns, total_ns, self_samples, total_samples;
+  uint64_t host_cpu_ns, host_samples;
+  bool by_samples;
+  double self_share, total_share; /* 0..1, of the host's whole */
+} tg_coll_share_t;
+
+/* find_shares()'s question: rows of |function| whose share is above
+ * |min_share|, newest snapshot first, then by host and rank. Paging: the
+ * last row's (snapshot_id, host, rank) as |after_*| gives the rows after
+ * it. Strings borrowed for the call. */
+typedef struct tg_coll_share_query {
+  const char *function; /* exact bytes, 1..TG_COLL_FUNCTION_MAX */
+  const char *host;     /* only this host, or NULL for any */
+  double min_share;     /* 0..1: total (or self) share above it; 0: any */
+  bool by_self;         /* min_share is of the self share */
+  int64_t from_ms, to_ms; /* the snapshot's started_ms in [from_ms, to_ms) */
+  uint64_t after_id;      /* 0: from the newest */
+  const char *after_host; /* with after_id */
+  uint32_t after_rank;    /* with after_id */
+  uint32_t limit;         /* 1..TG_COLL_SHARES_LIST_MAX; 0 means the max */
+} tg_coll_share_query_t;
+#define TG_COLL_SHARE_QUERY_INIT \
+  { .from_ms = INT64_MIN, .to_ms = INT64_MAX }
+
 typedef struct tg_coll_catalog tg_coll_catalog_t;
 
 /* An implementation's operations. Every one returns 0 or a negative code
@@ -266,6 +349,17 @@ typedef struct tg_coll_catalog_ops {
    * row: a bucket's object whose sidecar could not be read); an
    * allocation already past it stays. */
   int (*reserve)(tg_coll_catalog_t *cat, uint64_t id);
+  /* Snapshot |id|'s function shares become |hosts|' rows (those it had
+   * go), in one transaction. -ENOENT: no such snapshot; -EINVAL: it is
+   * PENDING, a host twice, a row count over TG_COLL_SHARES_TOP_MAX + 1,
+   * a count over INT64_MAX, an empty function name. Retention and
+   * remove() delete them with the snapshot. */
+  int (*set_shares)(tg_coll_catalog_t *cat, uint64_t id,
+                    const tg_coll_host_shares_t *hosts, size_t n_hosts);
+  /* The rows |q| asks for, at most |cap| and q->limit; *n how many. One
+   * statement: its rows are of one point in time. -EINVAL: a bad query. */
+  int (*find_shares)(tg_coll_catalog_t *cat, const tg_coll_share_query_t *q,
+                     tg_coll_share_t *out, size_t cap, size_t *n);
 } tg_coll_catalog_ops_t;
 
 /* The base every implementation embeds first. */

@@ -27,4 +27,16 @@ tg_coll_host_outcome_t tg__coll_host_outcome_of(int64_t v);
 int tg__coll_retention_add(tg_coll_retention_view_t *v, size_t *cap,
                            const tg_coll_retention_row_t *r);
 
+/* 0, or -EINVAL: a host's name over its cap or twice, too many rows, a
+ * count over INT64_MAX, an empty function name, an unknown kind. */
+int tg__coll_check_shares(const tg_coll_host_shares_t *hosts, size_t n_hosts);
+/* 0, or -EINVAL: no function or one over its cap, a share out of 0..1, a
+ * limit over the max, a host over its cap. */
+int tg__coll_check_share_query(const tg_coll_share_query_t *q);
+/* A host's share of |part| (its cpu_ns, or samples when |by_samples|) of
+ * |whole|: 0..1, 0 when the whole is 0. */
+double tg__coll_share_of(uint64_t part, uint64_t whole);
+/* Bytes of |s| stored: at most |max|; *cut when there were more. */
+size_t tg__coll_stored_len(const char *s, size_t max, bool *cut);
+
 #endif /* TRACEGATE_COLLECTOR_CATALOG_CHECK_H */

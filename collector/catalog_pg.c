@@ -29,6 +29,7 @@
 #define OID_INT8 20
 #define OID_INT2 21
 #define OID_INT4 23
+#define OID_FLOAT8 701
 
 #define COMPONENT "tracegate-collector"
 
@@ -92,6 +93,31 @@ static const char *const migrations[TG_COLL_PG_SCHEMA] = {
     /* 4 -> 5: a host's requests across hosts (catalog.h); rows from
      * before have none. */
     "ALTER TABLE snapshot_hosts ADD COLUMN links bytea NOT NULL DEFAULT '';",
+    /* 5 -> 6: each host's function shares (catalog.h, docs/collector.md
+     * "Function shares"), as SQLite's 6 (catalog_sqlite.c). */
+    "CREATE TABLE function_shares ("
+    " snapshot_id bigint NOT NULL"
+    "  REFERENCES snapshots (id) ON DELETE CASCADE,"
+    " host bytea NOT NULL,"
+    " rank integer NOT NULL CHECK (rank >= 0),"
+    " kind smallint NOT NULL CHECK (kind IN (0, 1, 2)),"
+    " function bytea NOT NULL,"
+    " file bytea NOT NULL,"
+    " cut boolean NOT NULL,"
+    " self_ns bigint NOT NULL,"
+    " total_ns bigint NOT NULL,"
+    " self_samples bigint NOT NULL,"
+    " total_samples bigint NOT NULL,"
+    " host_cpu_ns bigint NOT NULL,"
+    " host_samples bigint NOT NULL,"
+    " by_samples boolean NOT NULL,"
+    " self_share double precision NOT NULL,"
+    " total_share double precision NOT NULL,"
+    " PRIMARY KEY (snapshot_id, host, rank));"
+    "CREATE INDEX function_shares_function"
+    " ON function_shares (function, snapshot_id);"
+    "CREATE INDEX function_shares_host"
+    " ON function_shares (host, function, snapshot_id);",
 };
 
 #define SNAPSHOT_COLS                                                    \
@@ -109,9 +135,27 @@ static const char *const migrations[TG_COLL_PG_SCHEMA] = {
   " SELECT (SELECT count(*) FROM w)," \
   " EXISTS (SELECT 1 FROM snapshots WHERE id = $1)"
 
+/* find_shares' two statements (catalog_pg_ops.c): their columns, the
+ * function's rows, and what both filter, order and page by. */
+#define SHARES_COLS                                                        \
+  "SELECT f.snapshot_id, s.started_ms, f.host, f.rank, f.kind, f.file,"   \
+  " f.cut, f.self_ns, f.total_ns, f.self_samples, f.total_samples,"       \
+  " f.host_cpu_ns, f.host_samples, f.by_samples, f.self_share,"           \
+  " f.total_share FROM function_shares f"                                 \
+  " JOIN snapshots s ON s.id = f.snapshot_id WHERE f.function = $1"
+#define SHARES_FILTER                                                      \
+  " AND ($4 <= 0 OR (CASE WHEN $3 <> 0"                                   \
+  "  THEN f.self_share ELSE f.total_share END) > $4)"                     \
+  " AND s.started_ms >= $5 AND s.started_ms < $6"                         \
+  " AND ($7 = 0 OR f.snapshot_id < $7"                                    \
+  "  OR (f.snapshot_id = $7 AND (f.host > $8"                             \
+  "  OR (f.host = $8 AND f.rank > $9))))"                                 \
+  " ORDER BY f.snapshot_id DESC, f.host, f.rank LIMIT $10"
+#define SHARES_SHAPE "iiyiiybiiiiiibdd"
+
 typedef struct stmt_def {
   const char *sql;
-  const char *params; /* i int8, y bytea */
+  const char *params; /* i int8, y bytea, d float8 */
   const char *shape;  /* the result's columns */
 } stmt_def_t;
 
@@ -202,6 +246,28 @@ static const stmt_def_t stmts[P_COUNT] = {
     /* The id allocation past $1. Run with the table locked against
      * begin()'s INSERT (which takes its lock before its nextval), so no
      * nextval runs between these two and setval never moves it back. */
+    [P_SHARES_CLEAR] = {"DELETE FROM function_shares WHERE snapshot_id = $1",
+                        "i", ""},
+    /* Holds the snapshot against another member's delete until the
+     * transaction ends; no row: no snapshot. */
+    [P_SHARES_LOCK] = {"SELECT state FROM snapshots WHERE id = $1"
+                       " FOR KEY SHARE",
+                       "i", "i"},
+    [P_SHARES_INSERT] = {"INSERT INTO function_shares (snapshot_id, host,"
+                         " rank, kind, function, file, cut, self_ns,"
+                         " total_ns, self_samples, total_samples,"
+                         " host_cpu_ns, host_samples, by_samples,"
+                         " self_share, total_share) VALUES ($1, $2, $3, $4,"
+                         " $5, $6, $7 <> 0, $8, $9, $10, $11, $12, $13,"
+                         " $14 <> 0, $15, $16)",
+                         "iyiiyyiiiiiiiidd", ""},
+    /* Paging on the answer's order: (snapshot_id DESC, host, rank). Two
+     * statements, so that each plans with its index: any host (by
+     * function), one host (by host and function). */
+    [P_SHARES_FIND] = {SHARES_COLS " AND $2::bytea IS NULL" SHARES_FILTER,
+                       "yyidiiiyii", SHARES_SHAPE},
+    [P_SHARES_FIND_HOST] = {SHARES_COLS " AND f.host = $2" SHARES_FILTER,
+                            "yyidiiiyii", SHARES_SHAPE},
     [P_RESERVE] = {"SELECT setval(pg_get_serial_sequence('snapshots', 'id'),"
                    " GREATEST($1, nextval(pg_get_serial_sequence("
                    "'snapshots', 'id'))))",
@@ -214,7 +280,9 @@ static const char *stmt_name(tg__coll_pg_stmt_t s) {
       "tg_interrupt", "tg_lose",   "tg_list",        "tg_get",
       "tg_hosts",     "tg_pin",    "tg_set_problems", "tg_remove",
       "tg_remove_unpinned",
-      "tg_retention", "tg_insert_at", "tg_reserve"};
+      "tg_retention", "tg_insert_at", "tg_reserve",
+      "tg_shares_clear", "tg_shares_lock", "tg_shares_insert",
+      "tg_shares_find", "tg_shares_find_host"};
   return names[s];
 }
 
@@ -225,6 +293,23 @@ void tg__coll_pg_arg_int(tg__coll_pg_args_t *a, int64_t v) {
   a->val[i] = (const char *)a->be[i];
   a->len[i] = 8;
   a->fmt[i] = 1;
+}
+
+void tg__coll_pg_arg_double(tg__coll_pg_args_t *a, double v) {
+  /* float8's binary form is the IEEE 754 double in network order. */
+  uint64_t bits;
+  memcpy(&bits, &v, sizeof(bits));
+  tg__coll_pg_arg_int(a, (int64_t)bits);
+}
+
+double tg__coll_pg_double(const PGresult *r, int row, int col) {
+  if (PQgetisnull(r, row, col) || PQgetlength(r, row, col) != 8) return 0;
+  const unsigned char *p = (const unsigned char *)PQgetvalue(r, row, col);
+  uint64_t bits = 0;
+  for (int k = 0; k < 8; k++) bits = bits << 8 | p[k];
+  double v;
+  memcpy(&v, &bits, sizeof(v));
+  return v;
 }
 
 void tg__coll_pg_arg_text(tg__coll_pg_args_t *a, const char *s, size_t max) {
@@ -300,6 +385,7 @@ static bool shape_ok(const PGresult *r, const char *shape) {
     Oid t = PQftype(r, i);
     bool ok = shape[i] == 'i' ? t == OID_INT8 || t == OID_INT4 || t == OID_INT2
               : shape[i] == 'b' ? t == OID_BOOL
+              : shape[i] == 'd' ? t == OID_FLOAT8
                                 : t == OID_BYTEA;
     if (!ok || PQfformat(r, i) != 1) return false;
   }
@@ -467,7 +553,8 @@ static int session_setup(tg__coll_pg_t *c, bool migrate_schema) {
     Oid types[TG__COLL_PG_ARGS_MAX];
     const char *p = stmts[i].params;
     int n = (int)strlen(p);
-    for (int k = 0; k < n; k++) types[k] = p[k] == 'y' ? OID_BYTEA : OID_INT8;
+    for (int k = 0; k < n; k++)
+      types[k] = p[k] == 'y' ? OID_BYTEA : p[k] == 'd' ? OID_FLOAT8 : OID_INT8;
     PGresult *r = PQprepare(c->conn, stmt_name((tg__coll_pg_stmt_t)i),
                             stmts[i].sql, n, types);
     if (!r || PQresultStatus(r) != PGRES_COMMAND_OK)

@@ -36,7 +36,7 @@
 /* Seconds a connection attempt may take, unless the conninfo says. */
 #define TG_COLL_PG_CONNECT_S 10
 /* The schema this code writes. */
-#define TG_COLL_PG_SCHEMA 5
+#define TG_COLL_PG_SCHEMA 6
 /* The first key of our advisory locks: "TGC1" (0x54474331), in decimal
  * because it is spelt into SQL. */
 #define TG_COLL_PG_LOCK_KEY 1414742833

@@ -31,6 +31,11 @@ typedef enum {
   P_RETENTION,
   P_INSERT_AT,
   P_RESERVE,
+  P_SHARES_CLEAR,
+  P_SHARES_LOCK,
+  P_SHARES_INSERT,
+  P_SHARES_FIND,
+  P_SHARES_FIND_HOST,
   P_COUNT
 } tg__coll_pg_stmt_t;
 
@@ -54,6 +59,8 @@ typedef struct tg__coll_pg_args {
 } tg__coll_pg_args_t;
 
 void tg__coll_pg_arg_int(tg__coll_pg_args_t *a, int64_t v);
+/* A float8 (prepared as 'd'). */
+void tg__coll_pg_arg_double(tg__coll_pg_args_t *a, double v);
 /* NULL is "" (every text column is NOT NULL); at most |max| bytes. */
 void tg__coll_pg_arg_text(tg__coll_pg_args_t *a, const char *s, size_t max);
 /* NULL stays SQL NULL: the filters' "any". */
@@ -79,6 +86,7 @@ int tg__coll_pg_tx(tg__coll_pg_t *c, const char *verb, const char *what);
  * - 1 (a database edited by hand) is cut, never overrun. */
 int64_t tg__coll_pg_int(const PGresult *r, int row, int col);
 bool tg__coll_pg_bool(const PGresult *r, int row, int col);
+double tg__coll_pg_double(const PGresult *r, int row, int col);
 void tg__coll_pg_text(const PGresult *r, int row, int col, char *dst,
                       size_t cap);
 

@@ -441,6 +441,121 @@ static int op_reserve(tg_coll_catalog_t *cat, uint64_t id) {
   return err;
 }
 
+static int insert_share(tg__coll_pg_t *c, uint64_t id,
+                        const tg_coll_host_shares_t *h, size_t rank) {
+  const tg_coll_share_in_t *r = &h->rows[rank];
+  bool cut = false;
+  tg__coll_stored_len(r->function, TG_COLL_FUNCTION_MAX, &cut);
+  uint64_t whole = h->by_samples ? h->samples : h->cpu_ns;
+  tg__coll_pg_args_t a = {0};
+  tg__coll_pg_arg_int(&a, (int64_t)id);
+  tg__coll_pg_arg_text(&a, h->host, TG_COLL_HOST_MAX);
+  tg__coll_pg_arg_int(&a, (int64_t)rank);
+  tg__coll_pg_arg_int(&a, (int64_t)r->kind);
+  tg__coll_pg_arg_text(&a, r->function, TG_COLL_FUNCTION_MAX);
+  tg__coll_pg_arg_text(&a, r->file, TG_COLL_FILE_MAX);
+  tg__coll_pg_arg_int(&a, cut ? 1 : 0);
+  tg__coll_pg_arg_int(&a, (int64_t)r->self_ns);
+  tg__coll_pg_arg_int(&a, (int64_t)r->total_ns);
+  tg__coll_pg_arg_int(&a, (int64_t)r->self_samples);
+  tg__coll_pg_arg_int(&a, (int64_t)r->total_samples);
+  tg__coll_pg_arg_int(&a, (int64_t)h->cpu_ns);
+  tg__coll_pg_arg_int(&a, (int64_t)h->samples);
+  tg__coll_pg_arg_int(&a, h->by_samples ? 1 : 0);
+  tg__coll_pg_arg_double(
+      &a, tg__coll_share_of(h->by_samples ? r->self_samples : r->self_ns,
+                            whole));
+  tg__coll_pg_arg_double(
+      &a, tg__coll_share_of(h->by_samples ? r->total_samples : r->total_ns,
+                            whole));
+  PGresult *res;
+  int err = tg__coll_pg_run(c, P_SHARES_INSERT, &a, &res, "shares");
+  if (!err) PQclear(res);
+  return err;
+}
+
+static int op_set_shares(tg_coll_catalog_t *cat, uint64_t id,
+                         const tg_coll_host_shares_t *hosts, size_t n_hosts) {
+  tg__coll_pg_t *c = pg(cat);
+  int err = tg__coll_check_shares(hosts, n_hosts);
+  if (err) return err;
+  if (id == 0 || id > (uint64_t)INT64_MAX) return -ENOENT;
+  if ((err = tg__coll_pg_ready(c)) ||
+      (err = tg__coll_pg_tx(c, "BEGIN", "shares")))
+    return err;
+  tg__coll_pg_args_t a = {0};
+  tg__coll_pg_arg_int(&a, (int64_t)id);
+  PGresult *r;
+  if ((err = tg__coll_pg_run(c, P_SHARES_LOCK, &a, &r, "shares"))) goto fail;
+  int64_t state = PQntuples(r) == 1 ? tg__coll_pg_int(r, 0, 0) : -1;
+  PQclear(r);
+  err = state < 0 ? -ENOENT : state == TG_COLL_PENDING ? -EINVAL : 0;
+  if (err) goto fail;
+  if ((err = tg__coll_pg_run(c, P_SHARES_CLEAR, &a, &r, "shares"))) goto fail;
+  PQclear(r);
+  for (size_t i = 0; i < n_hosts; i++)
+    for (size_t k = 0; k < hosts[i].n_rows; k++)
+      if ((err = insert_share(c, id, &hosts[i], k))) goto fail;
+  if ((err = tg__coll_pg_tx(c, "COMMIT", "shares"))) goto fail;
+  return 0;
+fail:
+  if (PQstatus(c->conn) == CONNECTION_OK) PQclear(PQexec(c->conn, "ROLLBACK"));
+  return err;
+}
+
+static int op_find_shares(tg_coll_catalog_t *cat,
+                          const tg_coll_share_query_t *q, tg_coll_share_t *out,
+                          size_t cap, size_t *n) {
+  tg__coll_pg_t *c = pg(cat);
+  int err = tg__coll_check_share_query(q);
+  if (err || (err = tg__coll_pg_ready(c))) return err;
+  uint32_t limit = q->limit ? q->limit : TG_COLL_SHARES_LIST_MAX;
+  if (limit > cap) limit = (uint32_t)cap;
+  tg__coll_pg_args_t a = {0};
+  tg__coll_pg_arg_text(&a, q->function, TG_COLL_FUNCTION_MAX);
+  tg__coll_pg_arg_opt_text(&a, q->host);
+  tg__coll_pg_arg_int(&a, q->by_self ? 1 : 0);
+  tg__coll_pg_arg_double(&a, q->min_share);
+  tg__coll_pg_arg_int(&a, q->from_ms);
+  tg__coll_pg_arg_int(&a, q->to_ms);
+  tg__coll_pg_arg_int(&a, (int64_t)q->after_id);
+  tg__coll_pg_arg_text(&a, q->after_host, TG_COLL_HOST_MAX);
+  tg__coll_pg_arg_int(&a, (int64_t)q->after_rank);
+  tg__coll_pg_arg_int(&a, (int64_t)limit);
+  PGresult *r;
+  if ((err = tg__coll_pg_run(c, q->host ? P_SHARES_FIND_HOST : P_SHARES_FIND,
+                             &a, &r, "find shares")))
+    return err;
+  int rows = PQntuples(r);
+  size_t got = 0;
+  for (int i = 0; i < rows && got < limit; i++) {
+    tg_coll_share_t *s = &out[got++];
+    memset(s, 0, sizeof(*s));
+    s->snapshot_id = col_u64(r, i, 0);
+    s->started_ms = tg__coll_pg_int(r, i, 1);
+    tg__coll_pg_text(r, i, 2, s->host, sizeof(s->host));
+    s->rank = (uint32_t)col_u64(r, i, 3);
+    int64_t kind = tg__coll_pg_int(r, i, 4);
+    s->kind = kind >= 0 && kind <= TG_COLL_SHARE_REST
+                  ? (tg_coll_share_kind_t)kind
+                  : TG_COLL_SHARE_PSEUDO;
+    tg__coll_pg_text(r, i, 5, s->file, sizeof(s->file));
+    s->cut = tg__coll_pg_bool(r, i, 6);
+    s->self_ns = col_u64(r, i, 7);
+    s->total_ns = col_u64(r, i, 8);
+    s->self_samples = col_u64(r, i, 9);
+    s->total_samples = col_u64(r, i, 10);
+    s->host_cpu_ns = col_u64(r, i, 11);
+    s->host_samples = col_u64(r, i, 12);
+    s->by_samples = tg__coll_pg_bool(r, i, 13);
+    s->self_share = tg__coll_pg_double(r, i, 14);
+    s->total_share = tg__coll_pg_double(r, i, 15);
+  }
+  PQclear(r);
+  *n = got;
+  return 0;
+}
+
 const tg_coll_catalog_ops_t tg__coll_pg_ops = {
     .name = "postgresql",
     .shared = true,
@@ -460,4 +575,6 @@ const tg_coll_catalog_ops_t tg__coll_pg_ops = {
     .retention_view = op_retention_view,
     .insert_at = op_insert_at,
     .reserve = op_reserve,
+    .set_shares = op_set_shares,
+    .find_shares = op_find_shares,
 };

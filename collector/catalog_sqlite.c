@@ -90,6 +90,35 @@ static const char *const migrations[TG_COLL_SQLITE_SCHEMA] = {
     /* 4 -> 5: a host's requests across hosts (catalog.h); rows from
      * before have none. */
     "ALTER TABLE snapshot_hosts ADD COLUMN links TEXT NOT NULL DEFAULT '';",
+    /* 5 -> 6: each host's function shares (catalog.h, docs/collector.md
+     * "Function shares"); snapshots from before have none. kind: 0 a
+     * function, 1 a pseudo name, 2 the host's rest. The shares are
+     * stored, not computed by readers, so that SQL an operator writes
+     * compares plain columns. The two indexes answer "F above X%" (by
+     * function) and "F on host H over time" (by host, then function). */
+    "CREATE TABLE function_shares ("
+    " snapshot_id INTEGER NOT NULL"
+    "  REFERENCES snapshots (id) ON DELETE CASCADE,"
+    " host TEXT NOT NULL,"
+    " rank INTEGER NOT NULL CHECK (rank >= 0),"
+    " kind INTEGER NOT NULL CHECK (kind IN (0, 1, 2)),"
+    " function TEXT NOT NULL,"
+    " file TEXT NOT NULL,"
+    " cut INTEGER NOT NULL CHECK (cut IN (0, 1)),"
+    " self_ns INTEGER NOT NULL,"
+    " total_ns INTEGER NOT NULL,"
+    " self_samples INTEGER NOT NULL,"
+    " total_samples INTEGER NOT NULL,"
+    " host_cpu_ns INTEGER NOT NULL,"
+    " host_samples INTEGER NOT NULL,"
+    " by_samples INTEGER NOT NULL CHECK (by_samples IN (0, 1)),"
+    " self_share REAL NOT NULL,"
+    " total_share REAL NOT NULL,"
+    " PRIMARY KEY (snapshot_id, host, rank)) WITHOUT ROWID;"
+    "CREATE INDEX function_shares_function"
+    " ON function_shares (function, snapshot_id);"
+    "CREATE INDEX function_shares_host"
+    " ON function_shares (host, function, snapshot_id);",
 };
 
 #define SNAPSHOT_COLS                                                    \
@@ -167,6 +196,31 @@ static const char *const sql[S_COUNT] = {
     [S_RESERVE_UPDATE] =
         "UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'snapshots'"
         " AND seq < ?1",
+    [S_SHARES_CLEAR] = "DELETE FROM function_shares WHERE snapshot_id = ?1",
+    [S_SHARES_INSERT] =
+        "INSERT INTO function_shares (snapshot_id, host, rank, kind,"
+        " function, file, cut, self_ns, total_ns, self_samples,"
+        " total_samples, host_cpu_ns, host_samples, by_samples, self_share,"
+        " total_share) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
+        " ?11, ?12, ?13, ?14, ?15, ?16)",
+    /* Paging on the answer's order: (snapshot_id DESC, host, rank). Two
+     * statements, so that each has its index: any host (by function),
+     * one host (by host and function). */
+#define SHARES_COLS                                                        \
+  "SELECT f.snapshot_id, s.started_ms, f.host, f.rank, f.kind, f.file,"   \
+  " f.cut, f.self_ns, f.total_ns, f.self_samples, f.total_samples,"       \
+  " f.host_cpu_ns, f.host_samples, f.by_samples, f.self_share,"           \
+  " f.total_share FROM function_shares f"                                 \
+  " JOIN snapshots s ON s.id = f.snapshot_id WHERE f.function = ?1"
+#define SHARES_FILTER                                                      \
+  " AND (?4 <= 0"                                                         \
+  "  OR (CASE WHEN ?3 THEN f.self_share ELSE f.total_share END) > ?4)"    \
+  " AND s.started_ms >= ?5 AND s.started_ms < ?6"                         \
+  " AND (?7 = 0 OR f.snapshot_id < ?7 OR (f.snapshot_id = ?7"             \
+  "  AND (f.host > ?8 OR (f.host = ?8 AND f.rank > ?9))))"                \
+  " ORDER BY f.snapshot_id DESC, f.host, f.rank LIMIT ?10"
+    [S_SHARES_FIND] = SHARES_COLS " AND ?2 IS NULL" SHARES_FILTER,
+    [S_SHARES_FIND_HOST] = SHARES_COLS " AND f.host = ?2" SHARES_FILTER,
     [S_RESERVE_INSERT] =
         "INSERT INTO sqlite_sequence (name, seq) SELECT 'snapshots', ?1"
         " WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence"

@@ -18,7 +18,7 @@
 
 #define TG_COLL_SQLITE_BUSY_MS 1000
 /* The schema this code writes. */
-#define TG_COLL_SQLITE_SCHEMA 5
+#define TG_COLL_SQLITE_SCHEMA 6
 /* "TGC1", in PRAGMA application_id. */
 #define TG_COLL_SQLITE_APP_ID 0x54474331
 

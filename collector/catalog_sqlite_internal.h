@@ -34,6 +34,10 @@ typedef enum {
   S_INSERT_AT,
   S_RESERVE_UPDATE,
   S_RESERVE_INSERT,
+  S_SHARES_CLEAR,
+  S_SHARES_INSERT,
+  S_SHARES_FIND,
+  S_SHARES_FIND_HOST,
   S_COUNT
 } tg__coll_stmt_t;
 

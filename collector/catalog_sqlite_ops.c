@@ -395,6 +395,128 @@ static int op_reserve(tg_coll_catalog_t *cat, uint64_t id) {
   return err;
 }
 
+/* Text of at most |max| bytes (catalog.h: longer is cut, flagged). */
+static void bind_cut(sqlite3_stmt *st, int i, const char *s, size_t max,
+                     bool *cut) {
+  size_t n = tg__coll_stored_len(s, max, cut);
+  sqlite3_bind_text(st, i, s ? s : "", (int)n, SQLITE_STATIC);
+}
+
+static int insert_share(tg__coll_sqlite_t *c, uint64_t id,
+                        const tg_coll_host_shares_t *h, size_t rank) {
+  const tg_coll_share_in_t *r = &h->rows[rank];
+  sqlite3_stmt *st = tg__coll_sqlite_stmt(c, S_SHARES_INSERT);
+  bool cut = false, file_cut = false;
+  sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+  bind_text(st, 2, h->host);
+  sqlite3_bind_int64(st, 3, (sqlite3_int64)rank);
+  sqlite3_bind_int(st, 4, (int)r->kind);
+  bind_cut(st, 5, r->function, TG_COLL_FUNCTION_MAX, &cut);
+  bind_cut(st, 6, r->file, TG_COLL_FILE_MAX, &file_cut);
+  sqlite3_bind_int(st, 7, cut ? 1 : 0);
+  sqlite3_bind_int64(st, 8, (sqlite3_int64)r->self_ns);
+  sqlite3_bind_int64(st, 9, (sqlite3_int64)r->total_ns);
+  sqlite3_bind_int64(st, 10, (sqlite3_int64)r->self_samples);
+  sqlite3_bind_int64(st, 11, (sqlite3_int64)r->total_samples);
+  sqlite3_bind_int64(st, 12, (sqlite3_int64)h->cpu_ns);
+  sqlite3_bind_int64(st, 13, (sqlite3_int64)h->samples);
+  sqlite3_bind_int(st, 14, h->by_samples ? 1 : 0);
+  uint64_t whole = h->by_samples ? h->samples : h->cpu_ns;
+  sqlite3_bind_double(
+      st, 15,
+      tg__coll_share_of(h->by_samples ? r->self_samples : r->self_ns, whole));
+  sqlite3_bind_double(
+      st, 16,
+      tg__coll_share_of(h->by_samples ? r->total_samples : r->total_ns, whole));
+  return tg__coll_sqlite_exec(c, S_SHARES_INSERT, "shares");
+}
+
+static int op_set_shares(tg_coll_catalog_t *cat, uint64_t id,
+                         const tg_coll_host_shares_t *hosts, size_t n_hosts) {
+  tg__coll_sqlite_t *c = sq(cat);
+  int err = tg__coll_check_shares(hosts, n_hosts);
+  if (err) return err;
+  if (id == 0 || id > (uint64_t)INT64_MAX) return -ENOENT;
+  if ((err = tg__coll_sqlite_exec(c, S_TX_BEGIN, "shares"))) return err;
+  /* In the write transaction: the row cannot go before the commit. */
+  sqlite3_stmt *st = tg__coll_sqlite_stmt(c, S_STATE);
+  sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+  int rc = sqlite3_step(st);
+  int state = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+    err = tg__coll_sqlite_err(c, rc, "state");
+  else if (state < 0)
+    err = -ENOENT;
+  else if (state == TG_COLL_PENDING)
+    err = -EINVAL;
+  if (err) goto fail;
+  st = tg__coll_sqlite_stmt(c, S_SHARES_CLEAR);
+  sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+  if ((err = tg__coll_sqlite_exec(c, S_SHARES_CLEAR, "shares"))) goto fail;
+  for (size_t i = 0; i < n_hosts; i++)
+    for (size_t r = 0; r < hosts[i].n_rows; r++)
+      if ((err = insert_share(c, id, &hosts[i], r))) goto fail;
+  if ((err = tg__coll_sqlite_exec(c, S_TX_COMMIT, "shares"))) goto fail;
+  return 0;
+fail:
+  tg__coll_sqlite_exec(c, S_TX_ROLLBACK, "shares rollback");
+  return err;
+}
+
+static void read_share(sqlite3_stmt *st, tg_coll_share_t *s) {
+  memset(s, 0, sizeof(*s));
+  s->snapshot_id = column_u64(st, 0);
+  s->started_ms = sqlite3_column_int64(st, 1);
+  column_text(st, 2, s->host, sizeof(s->host));
+  s->rank = (uint32_t)column_u64(st, 3);
+  int kind = sqlite3_column_int(st, 4);
+  s->kind = kind >= 0 && kind <= TG_COLL_SHARE_REST ? (tg_coll_share_kind_t)kind
+                                                    : TG_COLL_SHARE_PSEUDO;
+  column_text(st, 5, s->file, sizeof(s->file));
+  s->cut = sqlite3_column_int(st, 6) != 0;
+  s->self_ns = column_u64(st, 7);
+  s->total_ns = column_u64(st, 8);
+  s->self_samples = column_u64(st, 9);
+  s->total_samples = column_u64(st, 10);
+  s->host_cpu_ns = column_u64(st, 11);
+  s->host_samples = column_u64(st, 12);
+  s->by_samples = sqlite3_column_int(st, 13) != 0;
+  s->self_share = sqlite3_column_double(st, 14);
+  s->total_share = sqlite3_column_double(st, 15);
+}
+
+static int op_find_shares(tg_coll_catalog_t *cat,
+                          const tg_coll_share_query_t *q, tg_coll_share_t *out,
+                          size_t cap, size_t *n) {
+  tg__coll_sqlite_t *c = sq(cat);
+  int err = tg__coll_check_share_query(q);
+  if (err) return err;
+  uint32_t limit = q->limit ? q->limit : TG_COLL_SHARES_LIST_MAX;
+  if (limit > cap) limit = (uint32_t)cap;
+  sqlite3_stmt *st =
+      tg__coll_sqlite_stmt(c, q->host ? S_SHARES_FIND_HOST : S_SHARES_FIND);
+  bind_text(st, 1, q->function);
+  if (q->host) bind_text(st, 2, q->host);
+  sqlite3_bind_int(st, 3, q->by_self ? 1 : 0);
+  sqlite3_bind_double(st, 4, q->min_share);
+  sqlite3_bind_int64(st, 5, q->from_ms);
+  sqlite3_bind_int64(st, 6, q->to_ms);
+  sqlite3_bind_int64(st, 7, (sqlite3_int64)q->after_id);
+  bind_text(st, 8, q->after_host);
+  sqlite3_bind_int64(st, 9, (sqlite3_int64)q->after_rank);
+  sqlite3_bind_int(st, 10, (int)limit);
+  size_t got = 0;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW && got < limit)
+    read_share(st, &out[got++]);
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+    return tg__coll_sqlite_err(c, rc, "find shares");
+  *n = got;
+  return 0;
+}
+
 const tg_coll_catalog_ops_t tg__coll_sqlite_ops = {
     .name = "sqlite",
     .close = tg__coll_sqlite_close,
@@ -413,4 +535,6 @@ const tg_coll_catalog_ops_t tg__coll_sqlite_ops = {
     .retention_view = op_retention_view,
     .insert_at = op_insert_at,
     .reserve = op_reserve,
+    .set_shares = op_set_shares,
+    .find_shares = op_find_shares,
 };

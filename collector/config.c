@@ -20,6 +20,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "collector/catalog.h"
 #include "consumer/fleet/trace_schema.h"
 #include "collector/shard.h"
 #include "common/config_text.h"
@@ -118,6 +119,7 @@ typedef enum key_id {
   KEY_SYMBOLIZE_DEBUGINFOD_LOOKUPS,
   KEY_SYMBOLIZE_DEBUGINFOD_BYTES,
   KEY_SYMBOLIZE_DEBUGINFOD_TIME,
+  KEY_FUNCTION_SHARES_TOP,
   KEY_PERF_BOOST_WINDOW,
   KEY_PERF_BOOST_FREQUENCY,
   KEY_PERF_BOOST_BUFFER,
@@ -322,6 +324,10 @@ static const key_def_t KEYS[KEY_COUNT] = {
         "symbolize_debuginfod_time", K_DURATION,
         NUM_FIELD(symbolize_debuginfod_time_ms), MS_PER_S, 3600LL * MS_PER_S,
         false, "a duration from 1s to 1h", NULL},
+    [KEY_FUNCTION_SHARES_TOP] = {"function_shares_top", K_UINT,
+                                 NUM_FIELD(function_shares_top), 0,
+                                 TG_COLL_SHARES_TOP_MAX, false,
+                                 "a number from 0 (off) to 1000", NULL},
     [KEY_PERF_BOOST_WINDOW] = {"perf_boost_window", K_DURATION,
                                NUM_FIELD(perf_boost_window_ms), MS_PER_S,
                                TG_COLL_BOOST_WINDOW_MAX_MS, true,
@@ -1153,6 +1159,7 @@ void tg_coll_config_defaults(tg_coll_config_t *c) {
   c->symbolize_debuginfod_lookups = 256;
   c->symbolize_debuginfod_bytes = 1ull << 30;
   c->symbolize_debuginfod_time_ms = 120LL * MS_PER_S;
+  c->function_shares_top = 50;
   c->perf_boost_frequency = 499;
   c->perf_boost_buffer = 8u << 20;
   c->perf_boost_budget_window_ms = 3600LL * MS_PER_S;

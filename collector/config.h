@@ -157,6 +157,9 @@
  *                      daemon's environment must name)
  *     symbolize_timeout  DURATION, 1s..1h, default 10m: one snapshot's
  *                      symbolization; only with symbolize
+ *     function_shares_top  0..1000, default 50: each stored snapshot's
+ *                      hosts' top functions by CPU time kept in the
+ *                      catalog (daemon/shares.h); 0: none
  * - Repeatable keys:
  *     group   = NAME HOST [HOST ...]   at most TG_COLL_CONFIG_GROUPS_MAX
  *               groups and TG_COLL_CONFIG_GROUP_HOSTS_MAX hosts over all
@@ -397,6 +400,9 @@ typedef struct tg_coll_config {
   uint32_t symbolize_debuginfod_lookups; /* 1..65536 */
   uint64_t symbolize_debuginfod_bytes;   /* 1M..1T */
   int64_t symbolize_debuginfod_time_ms;  /* 1s..1h */
+  /* Function shares of each stored snapshot (daemon/shares.h): each
+   * host's top this many functions and its rest; 0: none. */
+  uint32_t function_shares_top; /* 0..TG_COLL_SHARES_TOP_MAX */
 } tg_coll_config_t;
 
 /* Sets every field of |c| to its default (required paths ""); allocates

@@ -166,6 +166,19 @@ int tg_coll_store_get_with_hosts(tg_coll_store_t *s, uint64_t id,
   return s->cat->ops->get_with_hosts(s->cat, id, out, hosts, cap, n);
 }
 
+int tg_coll_store_set_shares(tg_coll_store_t *s, uint64_t id,
+                             const tg_coll_host_shares_t *hosts,
+                             size_t n_hosts) {
+  if (!tg_coll_id_valid(id)) return -ENOENT;
+  return s->cat->ops->set_shares(s->cat, id, hosts, n_hosts);
+}
+
+int tg_coll_store_find_shares(tg_coll_store_t *s,
+                              const tg_coll_share_query_t *q,
+                              tg_coll_share_t *out, size_t cap, size_t *n) {
+  return s->cat->ops->find_shares(s->cat, q, out, cap, n);
+}
+
 static bool live(tg_coll_state_t st) {
   return st == TG_COLL_COMPLETE || st == TG_COLL_PARTIAL;
 }

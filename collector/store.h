@@ -196,6 +196,16 @@ int tg_coll_store_get_with_hosts(tg_coll_store_t *s, uint64_t id,
                                  tg_coll_snapshot_t *out,
                                  tg_coll_host_t *hosts, size_t cap,
                                  size_t *n);
+/* Function shares (catalog.h): a stored snapshot's rows replaced, and
+ * the rows of a function across snapshots. The catalog's, through the
+ * store; a bucket's sidecar does not hold them (a --rebuild-catalog
+ * comes back without them). */
+int tg_coll_store_set_shares(tg_coll_store_t *s, uint64_t id,
+                             const tg_coll_host_shares_t *hosts,
+                             size_t n_hosts);
+int tg_coll_store_find_shares(tg_coll_store_t *s,
+                              const tg_coll_share_query_t *q,
+                              tg_coll_share_t *out, size_t cap, size_t *n);
 /* Opens a live snapshot's file read-only (O_CLOEXEC); the fd is the
  * caller's and stays readable even if the snapshot is deleted meanwhile.
  * -ENOENT: no such snapshot or it is not live. */

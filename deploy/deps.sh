@@ -1,6 +1,9 @@
 #!/bin/sh
 # Installs the Debian packages a `make` target needs, and only those that
 # are missing. Safe to run repeatedly.
+#   deps.sh build        what building and running the programs need, no
+#                        test's package: `make demo` and `make
+#                        collector-demo`
 #   deps.sh              what building and `make test` need: the build's
 #                        libraries and tools, what the programs run with,
 #                        and the tests' own (cmocka, PostgreSQL, clang for
@@ -40,10 +43,11 @@ ceph-mon ceph-osd radosgw linux-perf dwz golang-go nodejs"
 mode="${1:-}"
 case "$mode" in
   "") PKGS="$BUILD $RUNTIME $TEST" ;;
+  build) PKGS="$BUILD $RUNTIME" ;;
   bench) PKGS="$BUILD $RUNTIME $TEST stunnel4 openssh-client openssh-server" ;;
   conformance) PKGS="$BUILD $RUNTIME $TEST libprotobuf32 zlib1g util-linux" ;;
   deb) PKGS="build-essential debhelper lintian dpkg-dev fakeroot" ;;
-  *) echo "deps: unknown set: $mode (none, bench, conformance or deb)" >&2
+  *) echo "deps: unknown set: $mode (none, build, bench, conformance or deb)" >&2
      exit 2 ;;
 esac
 

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "abi/consumer_port_methods.h"
 #include "abi/ipc_frame.h"
 #include "ipc/unix_transport.h"
 #include "relay/frame_filter.h"
@@ -602,7 +603,8 @@ static void detach_done(tg_relay_bridge_t *b, bool detached,
           detached ? TG_NOTE(RELAY_SESSION_DETACHED)
                    : TG_NOTE(RELAY_DETACH_FAILED),
           tg__bridge_who(b), b->addr, outcome, b->detach_key);
-  tg_relay_audit(b->env->audit, b->identity, b->addr, "Detach",
+  tg_relay_audit(b->env->audit, b->identity, b->addr,
+                 tg_cport_name(TG_CPORT_Detach),
                  detached ? "allow" : "deny",
                  detached ? TG_N_RELAY_SESSION_DETACHED
                           : TG_N_RELAY_DETACH_FAILED,

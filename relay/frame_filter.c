@@ -185,7 +185,7 @@ static int namespace_key(const tg_relay_filter_t *f, bool detach,
                    NULL, alen, args);
   if (!msg) {
     tg__relay_say(v, TG_N_RELAY_REQUEST_MALFORMED, "%sRequest does not decode",
-                  detach ? "Detach" : "Attach");
+                  tg_cport_name(detach ? TG_CPORT_Detach : TG_CPORT_Attach));
     return -1;
   }
   key = detach ? ((Perfetto__Protos__DetachRequest *)msg)->key
@@ -212,7 +212,8 @@ static int namespace_key(const tg_relay_filter_t *f, bool detach,
                     "key '%s' namespaced as '%s'", old, ns);
     } else {
       tg__relay_say(v, TG_N_RELAY_REQUEST_MALFORMED,
-                    "%sRequest too large", detach ? "Detach" : "Attach");
+                    "%sRequest too large",
+                    tg_cport_name(detach ? TG_CPORT_Detach : TG_CPORT_Attach));
     }
     /* Put the unpacked string back before freeing. */
     if (detach) ((Perfetto__Protos__DetachRequest *)msg)->key = old;

@@ -13,6 +13,7 @@
 
 #include "agent/perf/perf_maps.h"
 #include "agent/perf/perf_open.h"
+#include "common/dwfl_decline.h"
 
 /* x86-64: perf's register numbers (asm/perf_regs.h) of what DWARF needs,
  * in the kernel's order (ascending bit), and their DWARF numbers. */
@@ -147,18 +148,9 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *name,
  * is read, and for a split unit's .dwo only when a skeleton's split unit
  * is asked for, and the unwinder reads call frame information alone,
  * never a DIE (test_perf_unwind: both made FIFOs). */
-static int no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
-                        Dwarf_Addr base, const char *file_name,
-                        const char *debuglink_file, GElf_Word debuglink_crc,
-                        char **debuginfo_file_name) {
-  (void)mod, (void)userdata, (void)modname, (void)base, (void)file_name;
-  (void)debuglink_file, (void)debuglink_crc, (void)debuginfo_file_name;
-  return -1;
-}
-
 static const Dwfl_Callbacks proc_callbacks = {
     .find_elf = find_elf,
-    .find_debuginfo = no_debuginfo,
+    .find_debuginfo = tg_dwfl_no_debuginfo,
 };
 
 static pid_t next_thread(Dwfl *dwfl, void *dwfl_arg, void **thread_argp) {

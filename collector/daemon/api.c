@@ -14,6 +14,9 @@
  *                                          (download), or those hosts' part
  *   GET  /api/v1/snapshots/ID/profile?host=H&format=pprof  that host's CPU
  *                                          profile (api_profile.c)
+ *   GET  /api/v1/functions?name=F&host=&min_share=&by=&from=&to=&limit=&after=
+ *                                          a function's shares across
+ *                                          snapshots (api_functions.c)
  *   POST /api/v1/snapshots?reason=&group=&wait=1   trigger a snapshot
  *   POST /api/v1/snapshots/ID/pin?pinned=0|1
  *   POST /api/v1/alertmanager              Alertmanager's webhook
@@ -53,6 +56,7 @@
 #include "collector/daemon/trigger.h"
 #include "collector/daemon/webhook.h"
 #include "collector/daemon/routes.h"
+#include "collector/daemon/shares.h"
 #include "collector/daemon/symbols.h"
 #include "collector/http.h"
 #include "collector/snap_index.h"
@@ -375,6 +379,34 @@ out:
   return rv;
 }
 
+/* coll_api_plan_part's answers: none for a NULL |x| (a snapshot looked
+ * at for another's sake: the caller skips it). */
+static void part_respond(tg_http_exchange_t *x, int status, json_t *doc) {
+  if (x) respond_json(x, status, doc);
+  else json_decref(doc);
+}
+
+static void part_error(tg_http_exchange_t *x, int status, const char *why) {
+  if (x) json_error(x, status, why);
+}
+
+/* A host index that cannot be used (|what| of it, or error |rv|): logged
+ * with the snapshot, and 500 with what can still be downloaded. */
+static void index_unusable(tg_http_exchange_t *x, const char *idt,
+                           const char *what, int rv) {
+  if (rv == TG_EPARSE)
+    TG_ERROR("snapshot %s: its host index cannot be used: %s (damaged or "
+             "edited)", idt, what);
+  else
+    TG_ERROR("snapshot %s: its host index cannot be used: %s", idt,
+             tg_strerror(rv));
+  part_error(x, 500, rv == TG_EPARSE
+                         ? "this snapshot's host index is damaged (see the "
+                           "collector's log): only its whole trace can be "
+                           "downloaded"
+                         : tg_strerror(rv));
+}
+
 int coll_api_plan_part(coll_t *c, tg_http_exchange_t *x, uint64_t id,
                        const char *list, uint64_t size, int sfd, int sifd,
                        coll_part_t *part) {
@@ -390,34 +422,27 @@ int coll_api_plan_part(coll_t *c, tg_http_exchange_t *x, uint64_t id,
   tg_coll_snapshot_t row;
   /* Deleted since its file was opened: the index went with it. */
   if (rv == -ENOENT && tg_coll_store_get(c->store, id, &row) == -ENOENT) {
-    json_error(x, 404, "no such snapshot, or it holds no trace");
+    part_error(x, 404, "no such snapshot, or it holds no trace");
     goto out;
   }
   if (rv == -ENOENT) {
-    respond_json(x, 409, json_pack("{s:s, s:s}", "error",
+    part_respond(x, 409, json_pack("{s:s, s:s}", "error",
                                    "this snapshot has no host index: only its "
                                    "whole trace can be downloaded", "id", idt));
     goto out;
   }
   if (rv < 0) {
-    json_error(x, 503, tg_strerror(rv));
+    part_error(x, 503, tg_strerror(rv));
     goto out;
   }
   rv = tg_coll_index_read(ifd, size, &ix);
   if (rv < 0) {
-    TG_ERROR("snapshot %s: its host index cannot be used: %s", idt,
-             rv == TG_EPARSE ? "it does not describe the trace (damaged or "
-                               "edited)" : tg_strerror(rv));
-    json_error(x, 500, rv == TG_EPARSE
-                           ? "this snapshot's host index is damaged (see the "
-                             "collector's log): only its whole trace can be "
-                             "downloaded"
-                           : tg_strerror(rv));
+    index_unusable(x, idt, "it does not describe the trace", rv);
     goto out;
   }
   want = calloc(ix.n_hosts, sizeof(*want));
   if (!want) {
-    json_error(x, 500, "out of memory");
+    part_error(x, 500, "out of memory");
     goto out;
   }
   const char *first = NULL;
@@ -425,7 +450,7 @@ int coll_api_plan_part(coll_t *c, tg_http_exchange_t *x, uint64_t id,
     const char *comma = strchr(p, ',');
     size_t len = comma ? (size_t)(comma - p) : strlen(p);
     if (len < 1 || len > TG_COLL_HOST_MAX) {
-      json_error(x, 400, "host: a comma-separated list of the snapshot's "
+      part_error(x, 400, "host: a comma-separated list of the snapshot's "
                          "hosts (each 1 to 320 bytes)");
       goto out;
     }
@@ -433,7 +458,7 @@ int coll_api_plan_part(coll_t *c, tg_http_exchange_t *x, uint64_t id,
     if (tg_coll_index_find(&ix, p, len, &h) < 0) {
       char name[TG_COLL_HOST_MAX + 1];
       snprintf(name, sizeof(name), "%.*s", (int)len, p);
-      respond_json(x, 404, json_pack("{s:s, s:s, s:o}", "error",
+      part_respond(x, 404, json_pack("{s:s, s:s, s:o}", "error",
                                      "no such host in this snapshot", "id", idt,
                                      "host", tg_json_text(name)));
       goto out;
@@ -449,19 +474,12 @@ int coll_api_plan_part(coll_t *c, tg_http_exchange_t *x, uint64_t id,
   uint64_t bytes;
   rv = tg_coll_index_plan(&ix, ifd, want, n, &plan, &n_ext, &bytes);
   if (rv < 0) {
-    TG_ERROR("snapshot %s: its host index cannot be used: %s", idt,
-             rv == TG_EPARSE ? "an extent list does not describe the trace "
-                               "(damaged or edited)" : tg_strerror(rv));
-    json_error(x, 500, rv == TG_EPARSE
-                           ? "this snapshot's host index is damaged (see the "
-                             "collector's log): only its whole trace can be "
-                             "downloaded"
-                           : tg_strerror(rv));
+    index_unusable(x, idt, "an extent list does not describe the trace", rv);
     goto out;
   }
   ext = malloc((n_ext ? n_ext : 1) * sizeof(*ext));
   if (!ext) {
-    json_error(x, 500, "out of memory");
+    part_error(x, 500, "out of memory");
     goto out;
   }
   for (size_t i = 0; i < n_ext; i++)
@@ -469,7 +487,7 @@ int coll_api_plan_part(coll_t *c, tg_http_exchange_t *x, uint64_t id,
   if (sfd >= 0) {
     rv = add_symbols(id, sfd, sifd, &ix, want, n, &ext, &n_ext);
     if (rv < 0) {
-      json_error(x, 500, rv == -ENOMEM ? "out of memory"
+      part_error(x, 500, rv == -ENOMEM ? "out of memory"
                                        : "cannot read the snapshot's symbols");
       goto out;
     }
@@ -921,6 +939,7 @@ static void get_metrics(coll_t *c, tg_http_exchange_t *x,
   coll_metrics_http(o.f, &hs);
   coll_alertmanager_metrics(c, o.f);
   coll_symbols_metrics(c, o.f);
+  coll_shares_metrics(c, o.f);
   out_send(&o, x, 200, "text/plain; version=0.0.4");
 }
 
@@ -984,6 +1003,11 @@ static const char *const post_args[] = {"reason", "group", "wait", NULL};
 static const char *const pin_args[] = {"pinned", NULL};
 static const char *const trace_args[] = {"host", NULL};
 static const char *const profile_args[] = {"host", "format", NULL};
+static const char *const diff_args[] = {"host",        "format",  "base",
+                                        "min_samples", "against", "n",
+                                        NULL};
+static const char *const functions_args[] = {
+    "name", "host", "min_share", "by", "from", "to", "limit", "after", NULL};
 
 /* The page, its files and /metrics take no arguments but ignore them (a
  * browser's reload may add some); everything under /api/v1 checks its
@@ -1007,8 +1031,13 @@ static const coll_route_t routes[] = {
     /* The same role as the trace it is made of. */
     {COLL_ROUTE_GET, API "/snapshots/{id}/profile", TG_ROLE_OBSERVE,
      profile_args, coll_api_get_profile},
+    {COLL_ROUTE_GET, API "/snapshots/{id}/profile/diff", TG_ROLE_OBSERVE,
+     diff_args, coll_api_get_profile_diff},
     {COLL_ROUTE_POST, API "/snapshots/{id}/pin", TG_ROLE_RECORD, pin_args,
      post_pin},
+    /* What the profiles of the snapshots hold: their readers' role. */
+    {COLL_ROUTE_GET, API "/functions", TG_ROLE_OBSERVE, functions_args,
+     coll_api_get_functions},
     {COLL_ROUTE_POST, API "/alertmanager", TG_ROLE_RECORD, no_args,
      coll_alertmanager_post},
 };

@@ -32,7 +32,8 @@ typedef struct coll_part {
 /* The part of |list|'s hosts (comma-separated names) of snapshot |id|,
  * whose trace is |size| bytes and whose symbols are |sfd| and their index
  * |sifd| (-1: none; neither taken). 0 with *part filled; -1 after
- * answering |x| with why not (400, 404, 409, 500, 503). */
+ * answering |x| with why not (400, 404, 409, 500, 503), or without an
+ * answer when |x| is NULL. */
 int coll_api_plan_part(coll_t *c, tg_http_exchange_t *x, uint64_t id,
                        const char *list, uint64_t size, int sfd, int sifd,
                        coll_part_t *part);
@@ -40,7 +41,14 @@ int coll_api_plan_part(coll_t *c, tg_http_exchange_t *x, uint64_t id,
 /* GET /api/v1/snapshots/ID/profile (api_profile.c). */
 void coll_api_get_profile(coll_t *c, tg_http_exchange_t *x,
                           const tg_http_request_t *r, uint64_t id);
+/* GET /api/v1/snapshots/ID/profile/diff (api_profile.c). */
+void coll_api_get_profile_diff(coll_t *c, tg_http_exchange_t *x,
+                               const tg_http_request_t *r, uint64_t id);
 /* |x| went away: a profile being made for it is not sent. */
 void coll_api_profile_abandon(coll_t *c, tg_http_exchange_t *x);
+
+/* GET /api/v1/functions (api_functions.c). */
+void coll_api_get_functions(coll_t *c, tg_http_exchange_t *x,
+                            const tg_http_request_t *r, uint64_t no_id);
 
 #endif /* TRACEGATE_COLLECTOR_DAEMON_API_INTERNAL_H */

@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "collector/daemon/routes.h"
@@ -184,4 +186,100 @@ void coll_metrics_http(FILE *f, const tg_http_server_stats_t *hs) {
           "HTTPS connections ended because a reload of the authorization "
           "file or the CRL no longer allowed them.",
           hs->ended_by_reload);
+}
+
+/* A fraction 0..1 written whole: strtod's form, nothing after it. */
+static int parse_fraction(const char *s, double *out) {
+  if (!*s || strlen(s) > 32) return -EINVAL;
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || *end || !(v >= 0 && v <= 1)) return -EINVAL;
+  *out = v;
+  return 0;
+}
+
+/* "<id>.<rank>.<host>": the id by tg_coll_id_parse, the rank decimal,
+ * the host the rest (it may hold dots of its own). */
+static int parse_after(const char *s, tg_coll_share_query_t *q) {
+  const char *d1 = strchr(s, '.');
+  const char *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
+  if (!d2 || d2 == d1 + 1 || d2 - d1 > 11) return -EINVAL;
+  uint64_t id;
+  if (tg_coll_id_parse(s, (size_t)(d1 - s), &id) < 0) return -EINVAL;
+  char rank[12];
+  memcpy(rank, d1 + 1, (size_t)(d2 - d1 - 1));
+  rank[d2 - d1 - 1] = 0;
+  int64_t r;
+  if (tg_decimal_i64(rank, 0, TG_COLL_SHARES_TOP_MAX, &r) < 0) return -EINVAL;
+  if (strlen(d2 + 1) > TG_COLL_HOST_MAX) return -EINVAL;
+  q->after_id = id;
+  q->after_rank = (uint32_t)r;
+  q->after_host = d2 + 1;
+  return 0;
+}
+
+int coll_share_query(const char *const *args, size_t n,
+                     tg_coll_share_query_t *q, const char **why) {
+  *q = (tg_coll_share_query_t)TG_COLL_SHARE_QUERY_INIT;
+  q->limit = COLL_LIST_DEFAULT;
+  int64_t v;
+  const char *s;
+  q->function = coll_route_arg(args, n, "name");
+  if (!q->function || !q->function[0] ||
+      strlen(q->function) > TG_COLL_FUNCTION_MAX)
+    return *why = "name: a function's name, 1..1024 bytes", -EINVAL;
+  q->host = coll_route_arg(args, n, "host");
+  if (q->host && (!q->host[0] || strlen(q->host) > TG_COLL_HOST_MAX))
+    return *why = "host: a host of the snapshots, 1..320 bytes", -EINVAL;
+  if ((s = coll_route_arg(args, n, "min_share")) &&
+      parse_fraction(s, &q->min_share) < 0)
+    return *why = "min_share: a fraction 0..1 (0.05 is 5%)", -EINVAL;
+  if ((s = coll_route_arg(args, n, "by"))) {
+    if (strcmp(s, "total") && strcmp(s, "self"))
+      return *why = "by: total or self", -EINVAL;
+    q->by_self = !strcmp(s, "self");
+  }
+  if ((s = coll_route_arg(args, n, "from"))) {
+    if (tg_decimal_i64(s, INT64_MIN, INT64_MAX, &v) < 0)
+      return *why = "from: epoch milliseconds", -EINVAL;
+    q->from_ms = v;
+  }
+  if ((s = coll_route_arg(args, n, "to"))) {
+    if (tg_decimal_i64(s, INT64_MIN, INT64_MAX, &v) < 0)
+      return *why = "to: epoch milliseconds", -EINVAL;
+    q->to_ms = v;
+  }
+  if ((s = coll_route_arg(args, n, "limit"))) {
+    if (tg_decimal_i64(s, 1, TG_COLL_SHARES_LIST_MAX, &v) < 0)
+      return *why = "limit: 1..1000", -EINVAL;
+    q->limit = (uint32_t)v;
+  }
+  if ((s = coll_route_arg(args, n, "after")) && parse_after(s, q) < 0)
+    return *why = "after: a page's next_after (ID.RANK.HOST)", -EINVAL;
+  return 0;
+}
+
+json_t *coll_json_share(const tg_coll_share_t *s) {
+  char id[TG_COLL_ID_STRLEN];
+  tg_coll_id_format(s->snapshot_id, id);
+  return json_pack(
+      "{s:s, s:I, s:o, s:I, s:s, s:o, s:b, s:o, s:o, s:o, s:o, s:o, s:o,"
+      " s:s, s:f, s:f}",
+      "snapshot", id, "started_ms", (json_int_t)s->started_ms, "host",
+      tg_json_text(s->host), "rank", (json_int_t)s->rank, "kind",
+      tg_coll_share_kind_name(s->kind), "file", tg_json_text(s->file), "cut",
+      s->cut, "self_ns", tg_json_u64(s->self_ns), "total_ns",
+      tg_json_u64(s->total_ns), "self_samples", tg_json_u64(s->self_samples),
+      "total_samples", tg_json_u64(s->total_samples), "host_cpu_ns",
+      tg_json_u64(s->host_cpu_ns), "host_samples",
+      tg_json_u64(s->host_samples), "basis",
+      s->by_samples ? "samples" : "cpu", "self_share", s->self_share,
+      "total_share", s->total_share);
+}
+
+void coll_share_after(const tg_coll_share_t *s, char *out, size_t cap) {
+  char id[TG_COLL_ID_STRLEN];
+  tg_coll_id_format(s->snapshot_id, id);
+  snprintf(out, cap, "%s.%" PRIu32 ".%s", id, s->rank, s->host);
 }

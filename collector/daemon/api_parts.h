@@ -37,6 +37,21 @@ json_t *coll_json_snap_hosts(const tg_coll_host_t *h, size_t n);
  * no row of |h| has links (not merged, or older rows). */
 json_t *coll_json_snap_links(const tg_coll_host_t *h, size_t n);
 
+/* GET /api/v1/functions's question (catalog.h's tg_coll_share_query_t)
+ * from |args| as coll_list_filter reads its own: name (required, exact
+ * bytes), host, min_share (a fraction 0..1, strtod's form, finite),
+ * by ("total" or "self"), from and to (epoch ms), limit (1..
+ * TG_COLL_SHARES_LIST_MAX, default COLL_LIST_DEFAULT) and after (a page's
+ * next_after: "<id>.<rank>.<host>"). q's strings borrow |args|. 0, or
+ * -EINVAL with the refusal (a static text) in *why. */
+int coll_share_query(const char *const *args, size_t n,
+                     tg_coll_share_query_t *q, const char **why);
+/* One row of find_shares as a JSON object (a new reference, or NULL). */
+json_t *coll_json_share(const tg_coll_share_t *s);
+/* A page's next_after for the rows after |s| into |out| (|cap| bytes, at
+ * least TG_COLL_ID_STRLEN + 12 + TG_COLL_HOST_MAX). */
+void coll_share_after(const tg_coll_share_t *s, char *out, size_t cap);
+
 /* The HTTP layer's counters (tracegate_collector_http_*_total). */
 void coll_metrics_http(FILE *f, const tg_http_server_stats_t *hs);
 

@@ -19,6 +19,7 @@
 #include "collector/daemon/boost.h"
 #include "collector/s3_credentials.h"
 #include "collector/daemon/import_check.h"
+#include "collector/daemon/shares.h"
 #include "collector/daemon/symbols.h"
 #include "client/session_cache.h"
 #include "collector/shard.h"
@@ -330,6 +331,7 @@ void coll_stop(coll_t *c) {
   coll_api_stop(c);
   coll_import_check_stop(c);
   coll_symbols_stop(c);
+  coll_shares_stop(c);
   coll_trigger_stop(c);
   coll_hosts_unwatch(c);
   for (size_t i = 0; i < c->n; i++) uv_timer_stop(&c->hosts[i]->restart);

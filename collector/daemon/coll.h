@@ -316,6 +316,7 @@ struct coll {
    * from this process. */
   struct coll_runner *runner;
   struct coll_symbols *symbols; /* symbols.c; NULL until first used */
+  struct coll_shares *shares;   /* shares.c; NULL until first used */
   coll_events_t on; /* coll.c's wiring, read by the files below it */
   bool check_only;  /* --check-config: set up nothing that runs */
   bool stopping;

@@ -39,6 +39,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "abi/consumer_port_methods.h"
 #include "collector/daemon/coll.h"
 #include "collector/daemon/hosts.h"
 #include "collector/daemon/retain.h"
@@ -383,7 +384,7 @@ static void on_clone_end(tg_clone_read_t *e, int status, const char *msg) {
   if (status) {
     host_fail(sh, "%s: %s",
               tg_clone_read_failed_in(e) == TG_CLONE_CLONING
-                  ? "CloneSession"
+                  ? tg_cport_name(TG_CPORT_CloneSession)
                   : "reading the clone",
               msg);
     return;

@@ -21,16 +21,15 @@
 #include <unistd.h>
 
 #include "collector/daemon/import_check.h"
+#include "collector/daemon/shares.h"
 #include "collector/snap_index.h"
 #include "collector/store.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/notice.h"
 #include "tracegate/error.h"
-#ifdef TG_HAVE_SYMBOLIZE
 #include "common/fd_write.h"
 #include "consumer/symbolize/symbolize.h"
-#endif
 
 typedef enum sym_state {
   SYM_WAITING,
@@ -112,6 +111,8 @@ static sym_entry_t *entry_new(struct coll_symbols *q, uint64_t id) {
 static void record_failure(coll_t *c, uint64_t id, const char *why) {
   struct coll_symbols *q = c->symbols;
   q->failed++;
+  /* The symbolization is over: the shares name what the hosts named. */
+  coll_shares_queue(c, id);
   sym_entry_t *e = entry_new(q, id);
   e->state = SYM_FAILED;
   snprintf(e->why, sizeof(e->why), "%s", why);
@@ -150,8 +151,6 @@ static void record_failure(coll_t *c, uint64_t id, const char *why) {
   }
   free(rows);
 }
-
-#ifdef TG_HAVE_SYMBOLIZE
 
 struct sym_job {
   uv_work_t work;
@@ -382,6 +381,9 @@ static void after_work(uv_work_t *w, int status) {
             j->res.modules_found, j->res.modules, j->bytes,
             j->with_index ? "" : " (no host index: with the whole trace only)");
   }
+  /* Named as well as they will be: the shares follow (shares.h). A
+   * failure queued them in record_failure; a deleted one has none. */
+  if (!err) coll_shares_queue(c, j->id);
   job_free(j);
   start_next(c);
 }
@@ -455,14 +457,6 @@ static void start_next(coll_t *c) {
   }
 }
 
-bool coll_symbols_supported(void) { return true; }
-
-#else /* !TG_HAVE_SYMBOLIZE */
-
-static void start_next(coll_t *c) { (void)c; }
-bool coll_symbols_supported(void) { return false; }
-
-#endif
 
 _Static_assert(TG_COLL_CONFIG_DEBUG_DIRS_MAX < 16,
                "the configured debug dirs and /usr/lib/debug fit the "
@@ -470,12 +464,6 @@ _Static_assert(TG_COLL_CONFIG_DEBUG_DIRS_MAX < 16,
 
 int coll_symbols_check(const coll_t *c) {
   if (c->cfg.symbolize == TG_COLL_SYMBOLIZE_OFF) return 0;
-  if (!coll_symbols_supported()) {
-    fprintf(stderr, COLL_PROG ": %s symbolize: this build has no symbolizer "
-            "(built without elfutils' libdw): set symbolize = off\n",
-            TG_NOTE(COLLECTOR_CONFIG_INVALID));
-    return -1;
-  }
   const char *urls = getenv("DEBUGINFOD_URLS");
   if (c->cfg.symbolize == TG_COLL_SYMBOLIZE_DEBUGINFOD && !(urls && urls[0])) {
     fprintf(stderr, COLL_PROG ": %s symbolize = debuginfod needs the servers "
@@ -487,10 +475,17 @@ int coll_symbols_check(const coll_t *c) {
 }
 
 void coll_symbols_queue(coll_t *c, uint64_t id) {
-  if (c->cfg.symbolize == TG_COLL_SYMBOLIZE_OFF || c->stopping) return;
+  if (c->stopping) return;
+  /* With no symbolization the shares are made at once, else after it
+   * (shares.h): this is where each stored snapshot passes. */
+  if (c->cfg.symbolize == TG_COLL_SYMBOLIZE_OFF) {
+    coll_shares_queue(c, id);
+    return;
+  }
   if (!c->symbols && !(c->symbols = calloc(1, sizeof(*c->symbols)))) {
     TG_WARN("%s snapshot %016" PRIx64 ": not symbolized: out of memory",
             TG_NOTE(COLLECTOR_SYMBOLIZE_FAILED), id);
+    coll_shares_queue(c, id);
     return;
   }
   struct coll_symbols *q = c->symbols;
@@ -519,8 +514,15 @@ static bool failed_before(coll_t *c, uint64_t id) {
   bool failed = n && tg_coll_store_hosts(c->store, id, rows, cap, &n) != 0;
   if (n > cap) n = cap; /* rows added meanwhile: those read suffice */
   for (size_t i = 0; i < n && !failed; i++) {
-    json_t *a = rows[i].problems[0] ? json_loads(rows[i].problems, 0, NULL)
-                                    : NULL;
+    /* The catalog's text (a hand-edited one too): bounded as every
+     * document read from outside is (common/json.h). */
+    int rv;
+    json_error_t err;
+    json_t *a = rows[i].problems[0]
+                    ? tg_json_load(rows[i].problems, strlen(rows[i].problems),
+                                   0, 16 * (TG_COLL_PROBLEMS_MAX + 1), &err,
+                                   &rv)
+                    : NULL;
     size_t k;
     json_t *p;
     json_array_foreach(a, k, p) {
@@ -534,8 +536,7 @@ static bool failed_before(coll_t *c, uint64_t id) {
 }
 
 void coll_symbols_resume(coll_t *c) {
-  if (c->cfg.symbolize == TG_COLL_SYMBOLIZE_OFF || !coll_symbols_supported())
-    return;
+  if (c->cfg.symbolize == TG_COLL_SYMBOLIZE_OFF) return;
   /* Collectors sharing a directory would write the same names under
    * tmp/; a bucket's conditional writes make a second attempt harmless. */
   if (c->shared && !c->cfg.s3_bucket[0]) {

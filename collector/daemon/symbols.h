@@ -38,11 +38,8 @@
  * their symbols are stored. */
 #define COLL_SYMBOLS_KEPT 256
 
-/* Whether this build has a symbolizer (libdw). */
-bool coll_symbols_supported(void);
-/* Checks what symbolize needs at start: a symbolizer in this build, and
- * DEBUGINFOD_URLS in the environment for `debuginfod`. Prints what is
- * wrong and returns -1. */
+/* Checks what symbolize needs at start: DEBUGINFOD_URLS in the
+ * environment for `debuginfod`. Prints what is wrong and returns -1. */
 int coll_symbols_check(const coll_t *c);
 /* Snapshot |id| was stored live (complete or partial): symbolize it when
  * symbolize is on; nothing otherwise. */

@@ -124,13 +124,14 @@ json_t *tg_merge_links_json(tg_merge_app_tracks_t mode,
 json_t *tg_reclock_host_json(const tg_reclock_host_t *r) {
   if (!r) return json_null();
   return json_pack(
-      "{s:o, s:o, s:b, s:b, s:f, s:f, s:o, s:o}", "samples_used",
+      "{s:o, s:o, s:b, s:b, s:f, s:f, s:o, s:o, s:o}", "samples_used",
       tg_json_u64(r->samples_used), "samples_rejected",
       tg_json_u64(r->samples_rejected), "anchor", r->anchor, "moved",
       r->moved, "offset_us", r->moved ? r->offset_us : 0.0, "drift_ppm",
       r->moved ? r->drift_ppm : 0.0, "margin_us",
       r->moved ? json_real(r->margin_us) : json_null(), "packets_moved",
-      tg_json_u64(r->packets_moved));
+      tg_json_u64(r->packets_moved), "syncs_added",
+      tg_json_u64(r->syncs_added));
 }
 
 json_t *tg_merge_links_problem_json(const tg_merge_host_t *mh) {

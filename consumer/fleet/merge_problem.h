@@ -99,7 +99,7 @@ json_t *tg_merge_links_json(tg_merge_app_tracks_t mode,
  *
  *   {"samples_used": 298, "samples_rejected": 0, "anchor": false,
  *    "moved": true, "offset_us": -12.5, "drift_ppm": 3.1,
- *    "margin_us": 4.2, "packets_moved": 5120}
+ *    "margin_us": 4.2, "packets_moved": 5120, "syncs_added": 14}
  *
  * offset, drift and margin are 0, 0 and null for a host not moved. JSON
  * null for |r| NULL (no second pass); NULL out of memory. */

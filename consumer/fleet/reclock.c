@@ -25,7 +25,11 @@ enum {
   PKT_TIMESTAMP_CLOCK_ID = 58,
   PKT_REMOTE_CLOCK_SYNC = 107,
   RCS_SYNCED_CLOCKS = 1,
+  SC_CLIENT_CLOCKS = 2,
   SC_HOST_CLOCKS = 3,
+  PKT_FTRACE_EVENTS = 1,
+  FB_EVENT = 2,
+  FE_TIMESTAMP = 1,
   CS_CLOCKS = 1,
   CLK_ID = 1,
   CLK_TIMESTAMP = 2,
@@ -396,7 +400,8 @@ tg_reclock_t *tg_reclock_new(size_t n_hosts) {
   rc->corr = calloc(n_hosts, sizeof(*rc->corr));
   rc->constant = calloc(n_hosts, sizeof(*rc->constant));
   rc->has_constant = calloc(n_hosts, sizeof(*rc->has_constant));
-  if (!rc->corr || !rc->constant || !rc->has_constant) {
+  rc->hsync = calloc(n_hosts, sizeof(*rc->hsync));
+  if (!rc->corr || !rc->constant || !rc->has_constant || !rc->hsync) {
     tg_reclock_free(rc);
     return NULL;
   }
@@ -407,6 +412,7 @@ tg_reclock_t *tg_reclock_new(size_t n_hosts) {
   tg_buf_init(&rc->scratch[0], 0);
   tg_buf_init(&rc->scratch[1], 0);
   tg_buf_init(&rc->scratch[2], 0);
+  for (size_t i = 0; i < n_hosts; i++) tg_buf_init(&rc->hsync[i].last, 0);
   return rc;
 }
 
@@ -428,6 +434,9 @@ void tg_reclock_free(tg_reclock_t *rc) {
   free(rc->corr);
   free(rc->constant);
   free(rc->has_constant);
+  for (size_t i = 0; rc->hsync && i < rc->n_hosts; i++)
+    tg_buf_free(&rc->hsync[i].last);
+  free(rc->hsync);
   for (int i = 0; i < 3; i++) tg_buf_free(&rc->scratch[i]);
   free(rc);
 }
@@ -581,9 +590,11 @@ static bool snapshot_boot(const uint8_t *p, size_t n, int64_t *boot) {
 
 /* Host |k|'s RemoteClockSync packet |p| into rc->scratch[0] with every
  * host_clocks reading (the collector's) moved by the host's correction at
- * that reading: trace processor then places the host's own machine as
- * its app packets were moved. False: passed unchanged. */
-static bool move_sync(tg_reclock_t *rc, size_t k, const uint8_t *p, size_t n) {
+ * that reading (|at| INT64_MIN), or at collector time |at|: trace
+ * processor then places the host's own machine as its app packets were
+ * moved. False: passed unchanged. */
+static bool move_sync(tg_reclock_t *rc, size_t k, const uint8_t *p, size_t n,
+                      int64_t at_time) {
   tg_buf_t *out = &rc->scratch[0], *sync = &rc->scratch[1],
            *pair = &rc->scratch[2];
   tg_buf_reset(out);
@@ -619,7 +630,8 @@ static bool move_sync(tg_reclock_t *rc, size_t k, const uint8_t *p, size_t n) {
             snapshot_boot(h.data, h.size, &boot)) {
           tg_buf_t snap;
           tg_buf_init(&snap, 0);
-          double c = tg__rc_corr_at(rc, k, boot);
+          double c =
+              tg__rc_corr_at(rc, k, at_time == INT64_MIN ? boot : at_time);
           bool ok = isfinite(c) && fabs(c) < 1e15 &&
                     move_snapshot(h.data, h.size, (int64_t)llround(c), &snap,
                                   failed);
@@ -657,6 +669,112 @@ static int put_frame(wr_t *w, const uint8_t *body, size_t n,
   return rv;
 }
 
+/* The first pair of RemoteClockSync |p| (its body): the host's BOOTTIME
+ * minus the collector's, and the collector's. */
+static bool sync_first_pair(const uint8_t *p, size_t n, int64_t *off,
+                            int64_t *coll) {
+  tg_pb_reader_t r, rp;
+  tg_pb_field_t f, g;
+  tg_pb_reader_init(&r, p, n);
+  while (tg_pb_reader_next(&r, &f) == 1) {
+    if (f.id != RCS_SYNCED_CLOCKS || f.type != TG_PB_WT_LEN) continue;
+    int64_t client = 0, host = 0;
+    bool has_client = false, has_host = false;
+    tg_pb_reader_init(&rp, f.data, f.size);
+    while (tg_pb_reader_next(&rp, &g) == 1) {
+      if (g.type != TG_PB_WT_LEN) continue;
+      if (g.id == SC_CLIENT_CLOCKS)
+        has_client = snapshot_boot(g.data, g.size, &client);
+      if (g.id == SC_HOST_CLOCKS)
+        has_host = snapshot_boot(g.data, g.size, &host);
+    }
+    if (has_client && has_host) {
+      *off = client - host; /* both within 0..INT64_MAX: no overflow */
+      *coll = host;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* The host time of a packet of a host's own machine that trace processor
+ * converts by its RemoteClockSync: its own timestamp on BOOTTIME (or the
+ * trace's default clock), else an ftrace bundle's first event's. */
+static bool host_time(const uint8_t *p, size_t n, const tg__rc_pkt_t *k,
+                      int64_t *t) {
+  if (k->has_ts && (!k->has_clock || k->clock == BUILTIN_BOOTTIME)) {
+    if (k->ts > (uint64_t)INT64_MAX) return false;
+    *t = (int64_t)k->ts;
+    return true;
+  }
+  tg_pb_reader_t r, rb, re;
+  tg_pb_field_t f, g, h;
+  tg_pb_reader_init(&r, p, n);
+  while (tg_pb_reader_next(&r, &f) == 1) {
+    if (f.id != PKT_FTRACE_EVENTS || f.type != TG_PB_WT_LEN) continue;
+    tg_pb_reader_init(&rb, f.data, f.size);
+    while (tg_pb_reader_next(&rb, &g) == 1) {
+      if (g.id != FB_EVENT || g.type != TG_PB_WT_LEN) continue;
+      tg_pb_reader_init(&re, g.data, g.size);
+      while (tg_pb_reader_next(&re, &h) == 1)
+        if (h.id == FE_TIMESTAMP && h.type == TG_PB_WT_VARINT &&
+            h.value <= (uint64_t)INT64_MAX) {
+          *t = (int64_t)h.value;
+          return true;
+        }
+      return false;
+    }
+  }
+  return false;
+}
+
+/* Host |h|'s RemoteClockSync (packet |body|) as the rewrite writes it:
+ * moved by the correction at its own time, and kept as the host's last,
+ * which follow_drift copies. */
+static int rewrite_sync(tg_reclock_t *rc, tg_reclock_host_t *hosts, wr_t *w,
+                        size_t h, const uint8_t *body, size_t n,
+                        const tg__rc_pkt_t *k) {
+  tg__rc_hsync_t *hs = &rc->hsync[h];
+  int64_t off, coll;
+  hs->has = false;
+  if (!move_sync(rc, h, body, n, INT64_MIN)) return 0;
+  hosts[h].syncs_moved++;
+  if (sync_first_pair(k->rcs, k->rcs_n, &off, &coll)) {
+    tg_buf_reset(&hs->last);
+    hs->has = tg_buf_append(&hs->last, body, n) == 0;
+    hs->host_minus_coll = off;
+    hs->corr = tg__rc_corr_at(rc, h, coll); /* what the moved sync carries */
+  }
+  const tg_buf_t *b = &rc->scratch[0];
+  int rv = put_frame(w, tg_buf_begin(b), tg_buf_size(b), NULL, 0);
+  return rv < 0 ? rv : 1;
+}
+
+/* Before a packet of moved host |h|'s own machine: where the correction
+ * at its time has moved past TG_RECLOCK_SYNC_STEP_NS from the last sync
+ * written for the host, a copy of the host's last sync carrying the
+ * correction at that time. 0 or a negative error (the packet itself then
+ * passes as it is). */
+static int follow_drift(tg_reclock_t *rc, tg_reclock_host_t *hosts, wr_t *w,
+                        size_t h, const uint8_t *body, size_t n,
+                        const tg__rc_pkt_t *k) {
+  tg__rc_hsync_t *hs = &rc->hsync[h];
+  int64_t th, at;
+  if (!hs->has || !host_time(body, n, k, &th) ||
+      __builtin_sub_overflow(th, hs->host_minus_coll, &at))
+    return 0;
+  double c = tg__rc_corr_at(rc, h, at);
+  if (!isfinite(c) || fabs(c - hs->corr) <= TG_RECLOCK_SYNC_STEP_NS ||
+      !move_sync(rc, h, tg_buf_begin(&hs->last), tg_buf_size(&hs->last), at))
+    return 0;
+  const tg_buf_t *b = &rc->scratch[0];
+  int rv = put_frame(w, tg_buf_begin(b), tg_buf_size(b), NULL, 0);
+  if (rv < 0) return rv;
+  hs->corr = c;
+  hosts[h].syncs_added++;
+  return 0;
+}
+
 /* One packet of the second read: 1 when written re-timed, 0 when it is to
  * pass as it is, or a negative error. */
 static int rewrite_packet(tg_reclock_t *rc, tg_reclock_host_t *hosts, wr_t *w,
@@ -665,13 +783,10 @@ static int rewrite_packet(tg_reclock_t *rc, tg_reclock_host_t *hosts, wr_t *w,
   if (!tg__rc_packet(body, n, &k)) return 0;
   if (k.has_machine && k.machine != 0) {
     size_t h = (size_t)k.machine - 1;
-    if (!k.rcs || k.machine > rc->n_hosts || !tg__rc_moved(rc, h) ||
-        !move_sync(rc, h, body, n))
-      return 0;
-    hosts[h].syncs_moved++;
-    const tg_buf_t *b = &rc->scratch[0];
-    int rv = put_frame(w, tg_buf_begin(b), tg_buf_size(b), NULL, 0);
-    return rv < 0 ? rv : 1;
+    if (k.machine > rc->n_hosts || !tg__rc_moved(rc, h)) return 0;
+    if (k.rcs) return rewrite_sync(rc, hosts, w, h, body, n, &k);
+    int rv = follow_drift(rc, hosts, w, h, body, n, &k);
+    return rv < 0 ? rv : 0;
   }
   int64_t host = seq_host(rc, &k), t;
   if (host == SEQ_MACHINE0) tg__rc_machine0(rc, &k);
@@ -706,6 +821,7 @@ int tg_reclock_rewrite(tg_reclock_t *rc, const tg_reclock_io_t *io,
   wr_t w = {.io = io};
   tg_buf_init(&w.buf, 0);
   frame_t fr;
+  for (size_t h = 0; h < rc->n_hosts; h++) rc->hsync[h].has = false;
   tg__rc_seqs_reset(rc);
   while ((rv = rd_next(&r, &fr)) == 0 && fr.kind != FR_END) {
     uint64_t in = r.pos, out = w.bytes;

@@ -72,6 +72,11 @@
 /* Where no line keeps every request inside both its bounds, the line
  * keeps the server's begins after their clients' by this much (ns). */
 #define TG_RECLOCK_BEGIN_SLACK_NS 1000.0
+/* A moved host's own machine (its CPUs, scheduling) is placed by the
+ * last RemoteClockSync trace processor read before its data: where the
+ * correction at a packet's time differs from the last sync's by more
+ * than this (ns), a sync carrying the new one is written before it. */
+#define TG_RECLOCK_SYNC_STEP_NS 2000.0
 /* Two paths between hosts disagree past this (beside their margins). */
 #define TG_RECLOCK_DISAGREE_NS 10000.0
 
@@ -135,6 +140,9 @@ typedef struct tg_reclock_host {
   double offset_us, drift_ppm, margin_us;
   uint64_t packets_moved; /* app packets re-timed */
   uint64_t syncs_moved;   /* RemoteClockSync packets rewritten */
+  /* RemoteClockSync packets added before its own machine's packets, so
+   * that they follow its drift (TG_RECLOCK_SYNC_STEP_NS). */
+  uint64_t syncs_added;
 } tg_reclock_host_t;
 
 typedef struct tg_reclock_stats {

@@ -95,8 +95,20 @@ typedef struct tg__rc_corr {
   double sign;
 } tg__rc_corr_t;
 
+/* The rewrite's view of a moved host's own machine: its last
+ * RemoteClockSync packet as it came, the offset its first pair says (the
+ * host's BOOTTIME minus the collector's), and the correction the last
+ * sync written for it carries. */
+typedef struct tg__rc_hsync {
+  tg_buf_t last;
+  int64_t host_minus_coll;
+  double corr;
+  bool has;
+} tg__rc_hsync_t;
+
 struct tg_reclock {
   size_t n_hosts;
+  tg__rc_hsync_t *hsync; /* per host, the rewrite's */
   /* Machine 0's head ClockSnapshot: MONOTONIC and REALTIME times of the
    * hosts' app packets become BOOTTIME by it. */
   bool has_head;

@@ -15,7 +15,8 @@ trusts the producers with more (merge_allow_fields).
 
 checks that the table is what the list and the .proto give (the .proto:
 $PERFETTO_BIN/../protos/perfetto_trace.proto; without PERFETTO_BIN it
-says it skipped), so that a list edited without regenerating fails.
+says it skipped and exits 77, which ctest reports as skipped, not
+passed), so that a list edited without regenerating fails.
 
 Only numbers, and the screened messages' field names, leave the .proto.
 Deterministic: the same .proto and list give the same bytes. A path of
@@ -210,7 +211,7 @@ def check(list_path, table_path):
     if not bin_dir:
         print("trace_schema_gen: skipped: PERFETTO_BIN (the directory of "
               "Perfetto's binaries, beside its protos/) is not set")
-        return 0
+        return 77
     proto = os.path.join(bin_dir, "..", "protos", "perfetto_trace.proto")
     out = io.StringIO()
     saved = sys.stdout

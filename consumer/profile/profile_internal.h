@@ -73,5 +73,8 @@ int tg__prof_module_symbols(tg_prof_t *p, tg__prof_host_t *h,
 /* Gives frames their symbols, counts, string pointers: at tg_prof_end. */
 int tg__prof_host_finish(tg_prof_t *p, tg__prof_host_t *h);
 void tg__prof_host_free(tg__prof_host_t *h);
+/* Appends |n| bytes gzipped to |out|, the gzip header without a name or a
+ * time (the same input, the same bytes). 0, -ENOMEM, TG_EPROTO_ENCODE. */
+int tg__prof_gzip_append(const uint8_t *p, size_t n, tg_buf_t *out);
 
 #endif /* TRACEGATE_CONSUMER_PROFILE_PROFILE_INTERNAL_H */

@@ -277,7 +277,7 @@ static int add_host(builder_t *b, const tg_prof_host_t *h, bool label) {
   return rv;
 }
 
-static int gzip_append(const uint8_t *p, size_t n, tg_buf_t *out) {
+int tg__prof_gzip_append(const uint8_t *p, size_t n, tg_buf_t *out) {
   z_stream z;
   memset(&z, 0, sizeof(z));
   /* windowBits 15 + 16: a gzip wrapper, its header without a name or
@@ -426,7 +426,7 @@ int tg_prof_pprof(const tg_prof_t *p, const tg_prof_pprof_opts_t *o,
   } else if (perftools__profiles__profile__pack(&prof, packed) != len) {
     rv = TG_EPROTO_ENCODE;
   } else {
-    rv = gzip_append(packed, len, out);
+    rv = tg__prof_gzip_append(packed, len, out);
   }
   free(line_ptrs);
 out:

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/dwfl_decline.h"
 #include "common/elf_plt.h"
 #include "consumer/symbolize/symbolize.h"
 #include "consumer/symbolize/symbolize_linked.h"
@@ -38,19 +39,11 @@ static int no_elf(Dwfl_Module *mod, void **userdata, const char *modname,
 
 /* Also asked for the dwz alt file (|debuglink_file| the link's path, crc
  * 0) when libdwfl loads the DWARF: declined, and nothing named, which
- * libdwfl would open itself; symbolize_linked.c sets the alt file. */
-static int no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
-                        Dwarf_Addr base, const char *file_name,
-                        const char *debuglink_file, GElf_Word debuglink_crc,
-                        char **debuginfo_file_name) {
-  (void)mod, (void)userdata, (void)modname, (void)base, (void)file_name;
-  (void)debuglink_file, (void)debuglink_crc, (void)debuginfo_file_name;
-  return -1;
-}
-
+ * libdwfl would open itself; symbolize_linked.c sets the alt file
+ * (tg_dwfl_no_debuginfo). */
 static const Dwfl_Callbacks offline_cb = {
     .find_elf = no_elf,
-    .find_debuginfo = no_debuginfo,
+    .find_debuginfo = tg_dwfl_no_debuginfo,
     .section_address = dwfl_offline_section_address,
 };
 

@@ -4,6 +4,13 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+double bench_cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 int bench_parse_uint(const char *prog, const char *what, const char *s,
                      uint64_t lo, uint64_t hi, uint64_t *out) {

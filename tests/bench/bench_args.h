@@ -30,4 +30,8 @@ int bench_args_parse(const char *prog, int argc, char **argv,
                      const bench_arg_t *args, size_t n, void (*usage)(FILE *),
                      size_t *given);
 
+/* The process's CPU time in seconds: on a machine shared with other
+ * builds, wall time would count their turns too. */
+double bench_cpu_s(void);
+
 #endif /* TRACEGATE_TESTS_BENCH_ARGS_H */

@@ -20,14 +20,6 @@
 
 #define GOAL_S 1.0
 
-/* CPU time: on a machine shared with other builds, wall time would count
- * their turns too. */
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void usage(FILE *f) {
   fprintf(f, "usage: bench_symbolize [MAPPINGS [FRAMES]]\n");
 }
@@ -57,11 +49,11 @@ int main(int argc, char **argv) {
                      .debug_dirs = {"/usr/lib/debug"}, .n_debug_dirs = 1};
   char why[256] = "";
   tg_sym_result_t r = {0};
-  double t0 = now_s();
+  double t0 = bench_cpu_s();
   rv = tg_sym_collect_fd(&s, fd, -1, &o, why, sizeof(why));
-  double t1 = now_s();
+  double t1 = bench_cpu_s();
   if (!rv) rv = tg_sym_resolve_all(&s, &o, &r);
-  double t2 = now_s();
+  double t2 = bench_cpu_s();
   if (rv) {
     fprintf(stderr, "bench_symbolize: %s (%d)\n", why, rv);
     return 1;

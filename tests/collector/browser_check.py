@@ -63,6 +63,20 @@ Checks 5 to 13 are in browser_screen.py.
      same detail shows each host's requests (started, ended, unmatched)
      and the snapshot's requests across hosts as the API's links count
      them.
+ 10c. diff: a host's "peers" in the complete snapshot's detail asks the
+     API for its differential profile (these hosts have no samples: the
+     refusal is shown); a diff rendered by the page's own diffInto(): the
+     function rows in the API's order with their shares and samples,
+     grown red and shrunk blue, a flame box per call path coloured by its
+     difference, within the window, names made of markup kept as text.
+ 10d. diff history: the diff view's control switches it to the host's
+     own last N snapshots: "its last 5 snapshots" asks the API for
+     against=history&n=5 (its refusal shown, the control kept); a history
+     answer (a stand-in for the page's fetch) drawn with its rows in order,
+     its head saying it is against the host's own earlier snapshots, the
+     snapshots used and skipped, markup kept as text, within the window,
+     and kept (not asked again) over the list's refresh; a 400 shown as
+     errors are; "other hosts" asks for the peers again.
  10b. store: the bucket's line (#store, /api/v1/store) rendered by the
      page's storeLine(): hidden for a directory store, shown in red with
      the state, the method, the HTTP status and S3's code for a failing
@@ -73,13 +87,14 @@ Checks 5 to 13 are in browser_screen.py.
  12. ui-unreachable: with the stand-in's port closed, "Open" says so
      (data-open="unreachable") within a bound, and the download it offers
      saves the snapshot's bytes.
- 13. console again: no error but the favicon's and those about the closed
-     UI's address.
+ 13. console again: no error but the favicon's, those about the closed
+     UI's address and the diff's 409 for a host without samples.
 
 TG_BROWSER_SCREENSHOT=PATH in the environment saves a PNG of the page at
 1280x800 (the partial snapshot's detail open) to PATH, and one with the
-unreachable UI's message to PATH with "-offline" before ".png", for a
-person to look at.
+unreachable UI's message to PATH with "-offline" before ".png", and one
+of a host against its last 10 snapshots (check 10d) with "-history", for
+a person to look at.
 
 Protocol with the test (race-free: the UI port is known before the
 collector's config is written):
@@ -665,11 +680,16 @@ def main():
             passed(screen.check_per_host(session, args, download_dir))
         passed(screen.check_problems(session))
         passed(screen.check_boost(session, args))
+        passed(screen.check_diff(session, args))
+        passed(screen.check_diff_history(session, args))
         passed(screen.check_store(session))
         passed(screen.check_ui_silent(session, args, stand_in))
         passed(screen.check_ui_unreachable(session, args, stand_in, download_dir,
                                            want_len, want_sha))
-        passed(check_console(session, allowed=["127.0.0.1:%d" % stand_in.port]))
+        # The closed UI's address, and the 409 the diff check asked for (a
+        # host without samples has no differential profile).
+        passed(check_console(session, allowed=["127.0.0.1:%d" % stand_in.port,
+                                               "/profile/diff?host="]))
     except CheckFailed as e:
         print("browser_check: FAILED: %s" % e, file=sys.stderr)
         if session:

@@ -443,6 +443,268 @@ return out;
 """
 
 
+DIFF_RENDER_JS = """
+const [hostile, d] = arguments;
+const det = document.createElement('tr');
+det.className = 'detail';
+const td = det.insertCell();
+td.colSpan = 9;
+document.querySelector('#snapshots tbody').appendChild(det);
+const box = document.createElement('div');
+box.className = 'diff-view';
+td.appendChild(box);
+diffInto(box, d);
+const rows = Array.from(box.querySelectorAll('table.diff-funcs tbody tr'), (tr) => ({
+    name: tr.dataset.name, cells: Array.from(tr.cells, (c) => c.textContent),
+    cls: tr.cells[1].className}));
+const rects = Array.from(box.querySelectorAll('svg.flame rect'), (r) => ({
+    fill: r.getAttribute('fill'), width: Number(r.getAttribute('width')),
+    title: r.querySelector('title').textContent}));
+const svg = box.querySelector('svg.flame').getBoundingClientRect();
+const cols = Array.from(box.querySelectorAll('table.diff-funcs th'),
+                        (th) => th.getBoundingClientRect().right);
+const out = {rows: rows, rects: rects, svg_right: svg.right, svg_width: svg.width, cols: cols,
+             few: !!box.querySelector('p.few'), made: !!box.querySelector('b.x, img'),
+             ran: !!window.tgHostileRan, inner: window.innerWidth};
+det.remove();
+return out;
+"""
+
+# A diff as GET .../profile/diff answers it (consumer/profile/profile_diff.h):
+# h7 spends 40% in compress_block where its peers' median is 5%.
+def diff_fixture(hostile):
+    def fn(name, hs, ps, sig, file=None, pseudo=False, ht=None, pt=None, sigt=False):
+        ht = hs if ht is None else ht
+        pt = ps if pt is None else pt
+        return {"name": name, "file": file, "pseudo": pseudo, "host_share": hs,
+                "peers_median_share": ps, "diff": hs - ps, "host_samples": round(hs * 1000),
+                "peers_samples": round(ps * 19000), "significant": sig,
+                "host_total_share": ht, "peers_median_total_share": pt, "diff_total": ht - pt,
+                "host_total_samples": round(ht * 1000), "peers_total_samples": round(pt * 19000),
+                "significant_total": sigt, "peers_with": 19}
+    funcs = [fn("compress_block", .40, .05, True, sigt=True),
+             fn("handle", .30, .50, True, sigt=True),
+             fn("parse", .25, .40, True, sigt=True),
+             fn("compress", 0, 0, False, ht=.40, pt=.05, sigt=True),
+             fn("serve", 0, 0, False, ht=.55, pt=.90, sigt=True),
+             fn("[no callstack]", .02, .02, False, pseudo=True),
+             fn("[unknown]", .03, .03, False, file="/usr/lib/libc.so.6"),
+             fn("main", 0, 0, False, ht=.98, pt=.98),
+             fn(hostile, 0, 0, False)]
+    def node(parent, f, h, p):
+        return {"parent": parent, "function": f, "host_share": h, "peers_median_share": p,
+                "diff": h - p, "host_self_share": 0, "peers_median_self_share": 0,
+                "host_samples": round(h * 1000), "peers_samples": round(p * 19000)}
+    tree = [node(None, None, 1, 1), node(0, 7, .98, .98), node(1, 3, .40, .05),
+            node(2, 0, .40, .05), node(1, 4, .55, .90), node(4, 1, .30, .50),
+            node(4, 2, .25, .40), node(1, 6, .03, .03), node(0, 5, .02, .02)]
+    return {"schema": 1,
+            "host": {"name": "h7", "machine_id": 7, "samples": 1000, "cpu_ns": 10**10,
+                     "shares_of": "cpu_ns", "too_few_samples": False, "no_callstack": 20,
+                     "with_unnamed_frame": 30, "callstack_not_interned": 0, "skipped": 0},
+            "peers": {"count": 19, "too_few_samples": 0, "samples": 19000},
+            "rule": {"min_samples": 100, "z": 3.0}, "functions": funcs, "tree": tree,
+            "tree_min_share": 0.0005, "tree_pruned": 0}
+
+
+def check_diff(s, args):
+    """A host against its peers in a snapshot's detail: each host's
+    "peers" asks GET .../profile/diff for it (these hosts have no
+    samples: the API's refusal is shown); then a diff rendered by the
+    page's own diffInto(): every function a row in the API's order, the
+    grown one marked red and the shrunk ones blue, a flame box per call
+    path the host has, as wide as its share and coloured by its
+    difference, everything within the window, and a function's name made
+    of markup stays text."""
+    d = api_get(args, "/api/v1/snapshots/" + args.snapshot)
+    host = d["hosts"][0]["host"]
+    s.click('#snapshots tr[data-id="%s"] button.toggle' % args.snapshot)
+    sel = '#snapshots tr.detail tr[data-host="%s"] button.diff-host' % host
+    wait_for("diff: snapshot %s's detail offers its hosts' peers" % args.snapshot,
+             lambda: s.js("return !!document.querySelector(arguments[0]);", sel))
+    s.click(sel)
+    said = wait_for("diff: the detail shows the API's answer for %s" % host,
+                    lambda: s.js("const b = document.querySelector('.diff-view');"
+                                 "return b && b.dataset.host === arguments[0] && "
+                                 "b.querySelector('.failure, .diff-head') && "
+                                 "b.textContent;", host))
+    check("no CPU profile samples" in said,
+          "diff: host %s (no samples) reads %r, not the API's refusal" % (host, said))
+    s.click('#snapshots tr[data-id="%s"] button.toggle' % args.snapshot)
+
+    hostile = ('<img src=x onerror="window.tgHostileRan=true"><script>'
+               'window.tgHostileRan=true</script><b class="x">bold</b>')
+    fixture = diff_fixture(hostile)
+    r = s.js(DIFF_RENDER_JS, hostile, fixture)
+    names = [x["name"] for x in r["rows"]]
+    check(names == [f["name"] for f in fixture["functions"]],
+          "diff: the rows are %r, the API's functions %r" % (names, fixture["functions"]))
+    first = r["rows"][0]
+    check(first["cells"][:3] == ["compress_block", "+35.00%", "40.00%"]
+          and first["cells"][3] == "5.00%" and first["cells"][4] == "400"
+          and first["cells"][5] == "950" and "grew" in first["cls"],
+          "diff: the first row reads %r (%s)" % (first["cells"], first["cls"]))
+    check("shrank" in r["rows"][1]["cls"], "diff: handle's row is %r" % r["rows"][1])
+    check(r["rows"][6]["cells"][0] == "[unknown] /usr/lib/libc.so.6",
+          "diff: the unnamed row reads %r" % r["rows"][6])
+    check(r["rows"][8]["cells"][0] == hostile and not r["made"] and not r["ran"],
+          "diff: a name made of markup became markup: %r" % r["rows"][8])
+    check(len(r["rects"]) == len(fixture["tree"]),
+          "diff: %d flame boxes for %d call paths" % (len(r["rects"]), len(fixture["tree"])))
+    hot = [x for x in r["rects"] if x["title"].startswith("compress_block:")]
+    cold = [x for x in r["rects"] if x["title"].startswith("serve:")]
+    same = [x for x in r["rects"] if x["title"].startswith("main:")]
+    check(hot and hot[0]["fill"] == "rgb(245,110,110)" and abs(hot[0]["width"] - 400) < 1e-6,
+          "diff: compress_block's box is %r, want red and 400 of 1000 wide" % hot)
+    check(cold and cold[0]["fill"] == "rgb(110,110,245)",
+          "diff: serve's box (-35%%) is %r, want blue" % cold)
+    check(same and same[0]["fill"] == "rgb(245,245,245)",
+          "diff: main's box (no difference) is %r, want white" % same)
+    check(r["svg_right"] <= r["inner"] and r["svg_width"] > 600
+          and all(c <= r["inner"] for c in r["cols"]),
+          "diff: the flame graph (%r px wide, to %r) or the table (%r) is past the %r px window"
+          % (r["svg_width"], r["svg_right"], r["cols"], r["inner"]))
+    return "diff: the API's refusal for a host without samples; %d rows and %d flame boxes " \
+        "coloured by difference, within %r px" % (len(names), len(r["rects"]), r["inner"])
+
+
+# The page's fetch, wrapped: every URL it asks for is recorded in
+# window.tgFetched, and the answers in window.tgStub (a URL part -> [HTTP
+# status, JSON]) are given for the URLs holding that part, without the
+# network; every other URL goes to the collector.
+STUB_FETCH_JS = """
+if (!window.tgRealFetch) window.tgRealFetch = window.fetch;
+window.tgFetched = [];
+window.tgStub = arguments[0];
+window.fetch = (u, o) => {
+  const url = String(u);
+  window.tgFetched.push(url);
+  for (const [part, [status, body]] of Object.entries(window.tgStub))
+    if (url.includes(part))
+      return Promise.resolve(new Response(JSON.stringify(body),
+                                          {status: status,
+                                           headers: {'Content-Type': 'application/json'}}));
+  return window.tgRealFetch(u, o);
+};
+"""
+
+# The diff view as a person sees it: its control, its head, its lines and
+# rows, and where they end.
+DIFF_VIEW_JS = """
+const b = document.querySelector('#snapshots tr.detail[data-of="' + arguments[1] +
+                                '"] .diff-view');
+if (!b || b.dataset.host !== arguments[0]) return null;
+const pick = b.querySelector('select.diff-against');
+const head = b.querySelector('.diff-head'), past = b.querySelector('.diff-past');
+const fail = b.querySelector('.diff-body .failure');
+return {against: pick && pick.value, pick_right: pick && pick.getBoundingClientRect().right,
+        options: pick ? Array.from(pick.options, (o) => o.value) : [],
+        head: head && head.textContent, head_against: head && head.dataset.against,
+        past: past && past.textContent, used: past && past.dataset.used,
+        skipped: past && past.dataset.skipped, failure: fail && fail.textContent,
+        coming: !head && !fail,
+        rows: Array.from(b.querySelectorAll('table.diff-funcs tbody tr'), (tr) => tr.dataset.name),
+        ths: Array.from(b.querySelectorAll('table.diff-funcs th'), (th) => th.textContent),
+        cols: Array.from(b.querySelectorAll('table.diff-funcs th'),
+                         (th) => th.getBoundingClientRect().right),
+        made: !!b.querySelector('b.x, img'), ran: !!window.tgHostileRan,
+        fetched: window.tgFetched.slice(), inner: window.innerWidth};
+"""
+
+
+def check_diff_history(s, args):
+    """A host against its own last N snapshots, from the diff view's
+    control: choosing "its last 5 snapshots" asks the API for
+    against=history&n=5 and shows its refusal (these hosts have no
+    samples), with the control still there; "its last 10 snapshots",
+    answered by a stand-in history diff, draws its rows in the API's order
+    under a head that says it is against the host's own earlier
+    snapshots, names the snapshots used and the ones skipped, keeps
+    markup as text, and is still shown, unasked again, after the list's
+    refresh; a 400 is shown as the view shows errors; "other hosts" asks
+    for the peers again. Everything within the window."""
+    d = api_get(args, "/api/v1/snapshots/" + args.snapshot)
+    host = d["hosts"][0]["host"]
+    base = "/api/v1/snapshots/%s/profile/diff?host=%s" % (
+        args.snapshot, urllib.parse.quote(host, safe=""))
+    hostile = ('<img src=x onerror="window.tgHostileRan=true"><script>'
+               'window.tgHostileRan=true</script><b class="x">bold</b>')
+    fixture = diff_fixture(hostile)
+    fixture["host"]["name"] = hostile
+    fixture["peers"] = {"count": 3, "too_few_samples": 0, "samples": 3000}
+    used = ["00000000000000a3", "00000000000000a1", "<b class=\"x\">00a0</b>"]
+    fixture.update({"against": "history", "snapshots": used, "snapshots_skipped": 2})
+    refusal = {"error": "n: 1 to 20, with against=history"}
+    s.js(STUB_FETCH_JS, {"&against=history&n=10": [200, fixture],
+                         "&against=history&n=20": [400, refusal]})
+    s.click('#snapshots tr[data-id="%s"] button.toggle' % args.snapshot)
+    # Another snapshot's detail may be open above (check 8's): this one's.
+    detail = '#snapshots tr.detail[data-of="%s"]' % args.snapshot
+    sel = detail + ' tr[data-host="%s"] button.diff-host' % host
+    wait_for("history: snapshot %s's detail offers its hosts' peers" % args.snapshot,
+             lambda: s.js("return !!document.querySelector(arguments[0]);", sel))
+    s.click(sel)
+    peers = wait_for("history: the peers' refusal for %s" % host,
+                     lambda: s.js(DIFF_VIEW_JS, host, args.snapshot), lambda g: g and g["failure"])
+    check(peers["against"] == "peers" and peers["fetched"] == [base]
+          and peers["options"] == ["peers", "history:1", "history:5", "history:10", "history:20"],
+          "history: the view opens on %r, asked %r (want the peers, %r)"
+          % (peers["against"], peers["fetched"], base))
+
+    def choose(value, what, ready):
+        s.click(detail + ' .diff-view select.diff-against option[value="%s"]' % value)
+        return wait_for("history: %s" % what, lambda: s.js(DIFF_VIEW_JS, host, args.snapshot),
+                        lambda g: g and g["against"] == value and not g["coming"] and ready(g))
+
+    five = choose("history:5", "the API's refusal for the last 5 snapshots",
+                  lambda g: g["failure"] and len(g["fetched"]) == 2)
+    check(five["fetched"][1] == base + "&against=history&n=5"
+          and "HTTP 409" in five["failure"] and "no CPU profile samples" in five["failure"],
+          "history: the last 5 snapshots asked %r and read %r, not the API's 409"
+          % (five["fetched"][1:], five["failure"]))
+    ten = choose("history:10", "the history diff drawn", lambda g: g["head"])
+    check(ten["fetched"][2:] == [base + "&against=history&n=10"],
+          "history: the last 10 snapshots asked %r" % (ten["fetched"][2:],))
+    check(ten["rows"] == [f["name"] for f in fixture["functions"]],
+          "history: the rows are %r, the API's functions %r" % (ten["rows"], fixture["functions"]))
+    check(ten["head_against"] == "history" and ten["head"].startswith(hostile + ": 1000 samples ")
+          and "against the median of its own 3 earlier snapshots (3000 samples)" in ten["head"],
+          "history: the head reads %r (%r)" % (ten["head"], ten["head_against"]))
+    check(ten["used"] == "3" and ten["skipped"] == "2" and ", ".join(used) in ten["past"]
+          and "2 skipped" in ten["past"],
+          "history: the snapshots used read %r (%r used, %r skipped)"
+          % (ten["past"], ten["used"], ten["skipped"]))
+    check("past median" in ten["ths"] and "peers' median" not in ten["ths"],
+          "history: the table's heads are %r" % (ten["ths"],))
+    check(not ten["made"] and not ten["ran"],
+          "history: a host's text became markup (%r)" % (ten["head"],))
+    check(ten["pick_right"] <= ten["inner"] and all(c <= ten["inner"] for c in ten["cols"]),
+          "history: the control (to %r) or the table (%r) is past the %r px window"
+          % (ten["pick_right"], ten["cols"], ten["inner"]))
+    s.js("document.querySelector(arguments[0]).scrollIntoView();", detail + " .diff-view")
+    screenshot(s, "-history")
+    # The list's refresh rebuilds the detail: the view comes back as it was.
+    check(s.js("return load().then(() => true);"), "history: the list did not load again")
+    again = wait_for("history: the view after the list's refresh",
+                     lambda: s.js(DIFF_VIEW_JS, host, args.snapshot), lambda g: g and g["head"])
+    check(again["against"] == "history:10" and again["rows"] == ten["rows"]
+          and again["head"] == ten["head"]
+          and not any("/profile/diff" in u for u in again["fetched"][3:]),
+          "history: after the refresh the view is %r, asked %r"
+          % (again["against"], again["fetched"][3:]))
+    bad = choose("history:20", "a 400 shown", lambda g: g["failure"])
+    check(bad["failure"].endswith(": HTTP 400: " + refusal["error"]) and not bad["rows"],
+          "history: a 400 reads %r" % (bad["failure"],))
+    back = choose("peers", "the peers again", lambda g: g["failure"])
+    check(back["fetched"][-1] == base and "HTTP 409" in back["failure"],
+          "history: other hosts asked %r and read %r" % (back["fetched"][-1], back["failure"]))
+    s.js("window.fetch = window.tgRealFetch;")
+    s.click('#snapshots tr[data-id="%s"] button.toggle' % args.snapshot)
+    return "history: last 5 asked n=5 (API's 409 shown), last 10 drawn (%d rows, against " \
+        "its own 3 snapshots, 2 skipped, markup as text) and kept over a refresh, a 400 shown, " \
+        "back to the peers" % len(ten["rows"])
+
+
 def check_store(s):
     got = s.js(STORE_JS)
     check(got["dir"]["hidden"], "store: a directory store shows the bucket's line")

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "collector/daemon/boost.h"
+#include "collector/daemon/shares.h"
 #include "collector/daemon/coll_test.h"
 #include "pb/config/trace_config.pb-c.h"
 #include "client/session_cache.h"
@@ -174,6 +175,9 @@ static bool all_gone(coll_unit_t *u, void *arg) {
 
 void coll_unit_close(coll_unit_t *u) {
   coll_t *c = &u->c;
+  /* As coll_stop() does: the function shares' queue goes (the job under
+   * way, if any, frees it in the loop's run below). */
+  coll_shares_stop(c);
   coll_snap_t *cut[COLL_RUNNING_MAX];
   size_t n = c->n_running;
   memcpy(cut, c->running, n * sizeof(cut[0]));

@@ -203,7 +203,9 @@ static void recovery_refuses_a_newer_schema_or_a_foreign_database(
   coll_fixture_close(fx);
   set_pragma(fx, "PRAGMA user_version = 99");
   assert_int_equal(coll_fixture_open(fx), TG_ENOT_SUPPORTED);
-  set_pragma(fx, "PRAGMA user_version = 1; PRAGMA application_id = 7");
+  /* A catalog of schema 1 had no function_shares. */
+  set_pragma(fx, "DROP TABLE function_shares;"
+                 "PRAGMA user_version = 1; PRAGMA application_id = 7");
   assert_int_equal(coll_fixture_open(fx), TG_ENOT_SUPPORTED);
   set_pragma(fx, "PRAGMA application_id = 0");
   /* application_id 0 is SQLite's default, not another program's mark. */
@@ -223,6 +225,7 @@ static void recovery_moves_schema_1_to_2_keeping_rows(void **state) {
   coll_fixture_close(fx);
   set_pragma(fx,
              "BEGIN;"
+             "DROP TABLE function_shares;"
              "CREATE TABLE h1 (snapshot_id INTEGER NOT NULL"
              " REFERENCES snapshots (id) ON DELETE CASCADE,"
              " host TEXT NOT NULL,"
@@ -263,6 +266,7 @@ static void recovery_moves_schema_1_to_2_keeping_rows(void **state) {
 
 static void drop_links_sqlite(coll_fixture_t *fx) {
   set_pragma(fx, "BEGIN;"
+                 "DROP TABLE function_shares;"
                  "ALTER TABLE snapshot_hosts DROP COLUMN links;"
                  "PRAGMA user_version = 4;"
                  "COMMIT;");

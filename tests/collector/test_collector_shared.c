@@ -480,7 +480,7 @@ static void pg_schema_is_created_once_and_versioned(void **state) {
   psql(fx->conninfo,
        "DO $$ BEGIN IF (SELECT count(*) FROM schema_version) <> 1 OR"
        " (SELECT version FROM schema_version"
-       "  WHERE component = 'tracegate-collector') <> 5"
+       "  WHERE component = 'tracegate-collector') <> 6"
        " THEN RAISE EXCEPTION 'schema_version'; END IF; END $$");
 }
 
@@ -499,6 +499,7 @@ static void pg_schema_1_moves_to_2_keeping_rows(void **state) {
        " CHECK (outcome IN (0, 1));"
        "ALTER TABLE snapshot_hosts DROP COLUMN name, DROP COLUMN problems,"
        " DROP COLUMN boost, DROP COLUMN links;"
+       "DROP TABLE function_shares;"
        "UPDATE schema_version SET version = 1;"
        "INSERT INTO snapshots (member, state, started_ms, trigger, reason,"
        " origin) VALUES (0, 1, 1, 't', '', '');"
@@ -508,7 +509,7 @@ static void pg_schema_1_moves_to_2_keeping_rows(void **state) {
   tg_coll_catalog_close(cat);
   psql(fx->conninfo,
        "DO $$ BEGIN IF (SELECT version FROM schema_version"
-       "  WHERE component = 'tracegate-collector') <> 5 OR"
+       "  WHERE component = 'tracegate-collector') <> 6 OR"
        " (SELECT count(*) FROM snapshot_hosts WHERE host = 'old'"
        "  AND name = '' AND problems = '' AND boost = '' AND links = '')"
        " <> 1 THEN RAISE EXCEPTION 'migration'; END IF; END $$;"
@@ -517,7 +518,8 @@ static void pg_schema_1_moves_to_2_keeping_rows(void **state) {
 }
 
 static void drop_links_pg(coll_fixture_t *fx) {
-  psql(fx->conninfo, "ALTER TABLE snapshot_hosts DROP COLUMN links;"
+  psql(fx->conninfo, "DROP TABLE function_shares;"
+                     "ALTER TABLE snapshot_hosts DROP COLUMN links;"
                      "UPDATE schema_version SET version = 4;");
 }
 
@@ -528,7 +530,7 @@ static void pg_schema_4_moves_to_5_adding_links(void **state) {
   coll_fx_check_links_migration(fx, drop_links_pg);
   psql(fx->conninfo,
        "DO $$ BEGIN IF (SELECT version FROM schema_version"
-       "  WHERE component = 'tracegate-collector') <> 5"
+       "  WHERE component = 'tracegate-collector') <> 6"
        " THEN RAISE EXCEPTION 'schema_version'; END IF; END $$");
 }
 
@@ -540,7 +542,7 @@ static void pg_schema_newer_or_foreign_is_refused(void **state) {
   psql(fx->conninfo, "UPDATE schema_version SET version = 99");
   assert_int_equal(tg_coll_catalog_pg_open(fx->conninfo, 0, &cat),
                    TG_ENOT_SUPPORTED);
-  psql(fx->conninfo, "UPDATE schema_version SET version = 5");
+  psql(fx->conninfo, "UPDATE schema_version SET version = 6");
   assert_int_equal(tg_coll_catalog_pg_open(fx->conninfo, 0, &cat), 0);
   tg_coll_catalog_close(cat);
 

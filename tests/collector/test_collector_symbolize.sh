@@ -116,6 +116,23 @@ for m in 'symbolize_refused_total{reason="not_regular"}' \
   grep -qF "tracegate_collector_$m" "$WORK/on.metrics" ||
     die "the metrics lack tracegate_collector_$m"
 done
+# The function shares follow the symbols (shares.h): the workload's
+# functions by the names the symbols gave.
+for _ in $(seq 300); do
+  curl -sf "${API%/api/v1}/metrics" |
+    grep -q '^tracegate_collector_function_shares_total{outcome="stored"} 1$' &&
+    break
+  sleep 0.1
+done
+curl -sf "$API/functions?name=spin" -o "$WORK/on.functions.json" ||
+  die "GET /functions?name=spin"
+python3 - "$WORK/on.functions.json" <<'PY' || die "no function shares named by the symbols"
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = d["rows"]
+assert rows and all(r["kind"] == "function" and r["total_samples"] > 0
+                    and 0 < r["total_share"] <= 1 for r in rows), d
+PY
 stop_clean "$COLL_PID" "the collector (on)" "$WORK/on.log"
 
 # --- symbolize off ------------------------------------------------------------------

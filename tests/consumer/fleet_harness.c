@@ -239,13 +239,22 @@ void fleet_commit_ftrace_stats(raw_producer_t *p, uint32_t chunk_id,
   assert_int_equal(raw_producer_commit(p, &page, &chunk, 1, 0), 0);
 }
 
-void fleet_commit_ftrace_failure(raw_producer_t *p, uint32_t chunk_id,
-                                 char **events, size_t n) {
+/* linux.ftrace's start stats with |events| failed; with one CPU's
+ * counters when |running|. */
+static void commit_ftrace_setup(raw_producer_t *p, uint32_t chunk_id,
+                                char **events, size_t n, bool running) {
   Perfetto__Protos__FtraceStats st = PERFETTO__PROTOS__FTRACE_STATS__INIT;
+  Perfetto__Protos__FtraceCpuStats cpu = PERFETTO__PROTOS__FTRACE_CPU_STATS__INIT;
+  Perfetto__Protos__FtraceCpuStats *cpus[1] = {&cpu};
+  cpu.has_cpu = 1;
   st.has_phase = 1;
   st.phase = PERFETTO__PROTOS__FTRACE_STATS__PHASE__START_OF_TRACE;
   st.n_failed_ftrace_events = n;
   st.failed_ftrace_events = events;
+  if (running) {
+    st.n_cpu_stats = 1;
+    st.cpu_stats = cpus;
+  }
   Perfetto__Protos__TracePacket tp = PERFETTO__PROTOS__TRACE_PACKET__INIT;
   tp.has_timestamp = 1;
   tp.timestamp = 42;
@@ -260,6 +269,16 @@ void fleet_commit_ftrace_failure(raw_producer_t *p, uint32_t chunk_id,
                    0);
   uint32_t page = 0, chunk = 0;
   assert_int_equal(raw_producer_commit(p, &page, &chunk, 1, 0), 0);
+}
+
+void fleet_commit_ftrace_failure(raw_producer_t *p, uint32_t chunk_id,
+                                 char **events, size_t n) {
+  commit_ftrace_setup(p, chunk_id, events, n, false);
+}
+
+void fleet_commit_ftrace_refused(raw_producer_t *p, uint32_t chunk_id,
+                                 char **events, size_t n) {
+  commit_ftrace_setup(p, chunk_id, events, n, true);
 }
 
 void fleet_ack_flush(raw_producer_t *p) {

@@ -155,6 +155,10 @@ void fleet_commit_ftrace_stats(raw_producer_t *p, uint32_t chunk_id,
 /* linux.ftrace's start stats as tracegate-probes write them when tracefs
  * cannot be opened: |events| (|n| of them) failed, no CPU's counters; in
  * one chunk (page 0, chunk 0, writer 1, id |chunk_id|), committed. */
+/* The same from probes whose ring buffer opened (one CPU's counters):
+ * linux.ftrace runs, without |events|. */
+void fleet_commit_ftrace_refused(raw_producer_t *p, uint32_t chunk_id,
+                                 char **events, size_t n);
 void fleet_commit_ftrace_failure(raw_producer_t *p, uint32_t chunk_id,
                                  char **events, size_t n);
 /* Waits for the next flush request and acknowledges it. */

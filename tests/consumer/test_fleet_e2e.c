@@ -388,6 +388,68 @@ static void a_hosts_data_source_that_did_not_start_exits_4(void **state) {
   for (int i = 0; i < 2; i++) fleet_host_stop(&hs[i]);
 }
 
+/* Perfetto's CLI exits 0 when linux.ftrace runs without some of its
+ * events (an Android-only event on this kernel); so does `record`, which
+ * names the problem (a warning), and exits 4 when none of the events the
+ * config asked for were enabled, or with --strict. The config asks
+ * linux.ftrace for two events; host 0's probes refuse |refused| of them
+ * with their ring buffer open. */
+static void ftrace_refusing_events_exits(void **state, size_t refused,
+                                         bool strict, int want) {
+  (void)state;
+  fleet_host_t hs[1];
+  start_host(&hs[0], 0);
+  connect_producer(&hs[0], 4, 64);
+  char merged[256], sum[256], cfg[256];
+  snprintf(merged, sizeof(merged), "%s", fleet_in_dir("refused.pftrace"));
+  snprintf(sum, sizeof(sum), "%s", fleet_in_dir("refused.json"));
+  snprintf(cfg, sizeof(cfg), "%s", fleet_in_dir("refused.pbtxt"));
+  FILE *f = fopen(cfg, "w");
+  assert_non_null(f);
+  fputs("buffers { size_kb: 1024 }\n"
+        "data_sources { config { name: \"fleet.ds\" } }\n"
+        "data_sources { config { name: \"linux.ftrace\" ftrace_config {\n"
+        "  ftrace_events: \"sched/sched_switch\"\n"
+        "  ftrace_events: \"scm/scm_call_start\" } } }\n", f);
+  assert_int_equal(fclose(f), 0);
+  const char *args[] = {"record", "-H", hs[0].spec, FLEET_TLS_ARGS, "-o",
+                        merged, "--merge", "-c", cfg, "--txt",
+                        "--summary-json", sum,
+                        strict ? "--strict" : NULL, NULL};
+  fleet_cli_t c;
+  fleet_cli_spawn(&c, args);
+  assert_int_equal(raw_producer_wait_started(&hs[0].p, FLEET_WAIT_MS), 0);
+  char *events[] = {"scm/scm_call_start", "sched/sched_switch"};
+  fleet_commit_ftrace_refused(&hs[0].p, 0, events, refused);
+  kill(c.pid, SIGINT);
+  fleet_ack_flush(&hs[0].p);
+  assert_int_equal(fleet_cli_wait(&c), want);
+  char code[8];
+  snprintf(code, sizeof(code), "%d", want);
+  assert_json(sum, "exit_code", code);
+  assert_json(sum, "hosts.0.outcome", "\"ok\"");
+  /* Listed either way: linux.ftrace has no producer here (TG-7012),
+   * and its refused events (TG-7011). */
+  assert_json(sum, "hosts.0.problems.1.code", "\"TG-7011\"");
+  snprintf(code, sizeof(code), "%zu", refused);
+  assert_json(sum, "hosts.0.problems.1.events", code);
+  unlink(merged);
+  unlink(sum);
+  fleet_host_stop(&hs[0]);
+}
+
+static void ftrace_without_some_events_is_a_warning(void **state) {
+  ftrace_refusing_events_exits(state, 1, false, 0);
+}
+
+static void ftrace_without_some_events_fails_when_strict(void **state) {
+  ftrace_refusing_events_exits(state, 1, true, 4);
+}
+
+static void ftrace_without_any_event_asked_fails(void **state) {
+  ftrace_refusing_events_exits(state, 2, false, 4);
+}
+
 /* Host 0 has a producer of slow.ds that asks to confirm its start and
  * never does (tracegate-perf refusing linux.perf): the host's service
  * names it in the trace when the session stops, and `record -H` exits 4
@@ -1323,6 +1385,9 @@ int main(void) {
       FLEET_TEST(clean_end_leaves_no_session_on_any_host),
       FLEET_TEST(ftrace_overruns_are_a_hosts_loss),
       FLEET_TEST(a_hosts_data_source_that_did_not_start_exits_4),
+      FLEET_TEST(ftrace_without_some_events_is_a_warning),
+      FLEET_TEST(ftrace_without_some_events_fails_when_strict),
+      FLEET_TEST(ftrace_without_any_event_asked_fails),
       FLEET_TEST(a_hosts_data_source_that_never_confirms_its_start_exits_4),
       FLEET_TEST(
           unregistered_names_said_once_with_the_hosts_lacking_them),

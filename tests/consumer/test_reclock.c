@@ -87,6 +87,29 @@ static int64_t beta_true(int64_t t) {
   return est_offset[1] - 400 * US - (t - T0) / 50000;
 }
 
+/* Beta's scheduling at collector time |at|: two switches on its CPU 0
+ * (ftrace, BOOTTIME, on beta's true clock). */
+static void send_sched(fixture_t *fx, int64_t at) {
+  pk_t k;
+  tg_pbw_t *w = pk_begin(&k);
+  tg_pbw_begin_nested(w, 1); /* ftrace_events */
+  tg_pbw_append_varint(w, 1, 0); /* cpu */
+  for (int e = 0; e < 2; e++) {
+    tg_pbw_begin_nested(w, 2); /* event */
+    tg_pbw_append_varint(w, 1, (uint64_t)(at + beta_true(at)) + (uint64_t)e * 1000);
+    tg_pbw_append_varint(w, 2, e ? 4242 : 0);
+    tg_pbw_begin_nested(w, 4); /* sched_switch */
+    tg_pbw_append_string(w, 1, e ? "daemon" : "swapper");
+    tg_pbw_append_int(w, 2, e ? 4242 : 0);
+    tg_pbw_append_string(w, 5, e ? "swapper" : "daemon");
+    tg_pbw_append_int(w, 6, e ? 0 : 4242);
+    tg_pbw_end_nested(w);
+    tg_pbw_end_nested(w);
+  }
+  tg_pbw_end_nested(w);
+  pk_send(fx, 1, &k, 4);
+}
+
 /* Host alpha's client slices (absolute BOOTTIME) each start a flow, and
  * last 50 us; host beta's server slices (the incremental clock 64, as the
  * agent writes them) end them, from 10 us to 30 us after the client's
@@ -99,27 +122,7 @@ static void record(fixture_t *fx, int64_t skew, bool flows) {
     lf_preamble(fx, i, i ? "beta" : "alpha", true, est_offset[i], est_rtt[i]);
   for (size_t i = 0; i < HOSTS; i++)
     send_daemon(fx, i, 2, 4242, (uint64_t)(T0 + est_offset[i]));
-  /* Beta's scheduling: two switches on its CPU 0 (ftrace, BOOTTIME). */
-  {
-    pk_t k;
-    tg_pbw_t *w = pk_begin(&k);
-    tg_pbw_begin_nested(w, 1); /* ftrace_events */
-    tg_pbw_append_varint(w, 1, 0); /* cpu */
-    for (int e = 0; e < 2; e++) {
-      tg_pbw_begin_nested(w, 2); /* event */
-      tg_pbw_append_varint(w, 1, (uint64_t)(T0 + beta_true(T0)) + (uint64_t)e * 1000);
-      tg_pbw_append_varint(w, 2, e ? 4242 : 0);
-      tg_pbw_begin_nested(w, 4); /* sched_switch */
-      tg_pbw_append_string(w, 1, e ? "daemon" : "swapper");
-      tg_pbw_append_int(w, 2, e ? 4242 : 0);
-      tg_pbw_append_string(w, 5, e ? "swapper" : "daemon");
-      tg_pbw_append_int(w, 6, e ? 0 : 4242);
-      tg_pbw_end_nested(w);
-      tg_pbw_end_nested(w);
-    }
-    tg_pbw_end_nested(w);
-    pk_send(fx, 1, &k, 4);
-  }
+  send_sched(fx, T0);
   send_process(fx, 0, 3, 0xA0, 300, "client");
   send_thread(fx, 0, 3, 0xA1, 0xA0, 300, 301);
   send_process(fx, 1, 3, 0xB0, 300, "server");
@@ -137,6 +140,8 @@ static void record(fixture_t *fx, int64_t skew, bool flows) {
     b_prev = b + 20 * US;
     send_event(fx, 0, 3, a + 50 * US, SLICE_END, 0xA1, NULL, 0);
   }
+  /* Beta's scheduling again at the end: 30 s of drift later. */
+  send_sched(fx, T0 + REQUESTS * EVERY);
   for (size_t i = 0; i < HOSTS; i++) assert_int_equal(fx->hosts[i].malformed, 0);
 }
 
@@ -207,18 +212,26 @@ static void requests_place_the_server_within_10us(void **state) {
   assert_true(h[1].margin_us >= 0);
   assert_int_equal(h[1].packets_moved, 2 * REQUESTS);
   assert_int_equal(h[1].syncs_moved, 1);
+  /* Its scheduling at the end is 600 us of drift from the sync's: a sync
+   * carrying the correction there is written before it. */
+  assert_int_equal(h[1].syncs_added, 1);
   tp(tg_buf_begin(&m.out), tg_buf_size(&m.out), FLOW_QUERY, out, sizeof(out));
   assert_string_equal(out, "\"10000:0:0:2:0\"\n");
   /* Beta's own machine: its scheduling (ftrace on BOOTTIME, placed by
    * its RemoteClockSync) moved with its app slices, by the correction at
-   * the sync's time (before the first request: 400 us). */
-  long long before, after;
-  const char *q = "select min(ts) from sched";
+   * its own time: at the start (the sync's time, before the first
+   * request) 400 us, at the end 400 us and the 600 us it drifted, each
+   * within 10 us of its true place. */
+  long long before[2], after[2];
+  const char *q = "select min(ts) || ' ' || max(ts) from sched";
   tp(tg_buf_begin(&fx->out), tg_buf_size(&fx->out), q, out, sizeof(out));
-  assert_int_equal(sscanf(out, "%lld", &before), 1);
+  assert_int_equal(sscanf(out, "\"%lld %lld", &before[0], &before[1]), 2);
   tp(tg_buf_begin(&m.out), tg_buf_size(&m.out), q, out, sizeof(out));
-  assert_int_equal(sscanf(out, "%lld", &after), 1);
-  assert_true(after - before > 380 * US && after - before < 420 * US);
+  assert_int_equal(sscanf(out, "\"%lld %lld", &after[0], &after[1]), 2);
+  assert_true(after[0] - before[0] > 390 * US &&
+              after[0] - before[0] < 410 * US);
+  assert_true(after[1] - before[1] > 990 * US &&
+              after[1] - before[1] < 1010 * US);
   tg_reclock_mem_free(&m);
 }
 
@@ -311,8 +324,8 @@ static void every_timed_app_packet_becomes_absolute(void **state) {
     while (tg_pb_reader_next(&r, &f) == 1) n_out++;
   }
   assert_int_equal(n_in, n_out);
-  /* The last 4 packets: client begin, server begin, server end, client
-   * end of the last request. */
+  /* The 4 packets before the last (beta's scheduling at the end): client
+   * begin, server begin, server end, client end of the last request. */
   int64_t at = T0 + (REQUESTS - 1) * EVERY;
   const int64_t want[4] = {at + 1000, at + 10 * US + beta_true(at + 10 * US) -
                                           est_offset[1] - 3000,
@@ -320,7 +333,7 @@ static void every_timed_app_packet_becomes_absolute(void **state) {
                                est_offset[1] - 3000,
                            at + 50 * US + 1000};
   for (size_t i = 0; i < 4; i++) {
-    tg_pb_field_t p = packet_at(&m.out, n_out - 4 + i), f;
+    tg_pb_field_t p = packet_at(&m.out, n_out - 5 + i), f;
     assert_true(field(p.data, p.size, 8, &f));
     assert_int_equal((int64_t)f.value, want[i]);
     assert_true(field(p.data, p.size, 58, &f));

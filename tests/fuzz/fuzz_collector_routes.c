@@ -14,13 +14,18 @@
  * - accepted arguments each have a value, a name of the row's, and no
  *   name twice; the refusal text is bounded;
  * - an accepted list filter has a limit of 1..TG_COLL_LIST_MAX and texts
- *   within the catalog's lengths, borrowed from the arguments.
+ *   within the catalog's lengths, borrowed from the arguments;
+ * - an accepted function-shares question (coll_share_query) names a
+ *   function of 1..TG_COLL_FUNCTION_MAX bytes, a share in 0..1, a limit
+ *   of 1..TG_COLL_SHARES_LIST_MAX, a page's host within its length and a
+ *   valid id, and the catalog's own check accepts it.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "collector/catalog_check.h"
 #include "collector/daemon/api_parts.h"
 #include "collector/daemon/routes.h"
 #include "collector/snapshot_id.h"
@@ -34,13 +39,36 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static const coll_route_t *table;
 static size_t n_routes;
 
-/* The arguments GET /api/v1/snapshots takes: the list filter's. */
-static const char *const *list_args(void) {
+/* The arguments GET |pattern| takes. */
+static const char *const *get_args(const char *pattern) {
   for (size_t i = 0; i < n_routes; i++)
-    if (table[i].method == COLL_ROUTE_GET &&
-        !strcmp(table[i].pattern, "/api/v1/snapshots"))
+    if (table[i].method == COLL_ROUTE_GET && !strcmp(table[i].pattern, pattern))
       return table[i].args;
   __builtin_trap();
+}
+
+/* The list filter's (GET /api/v1/snapshots). */
+static const char *const *list_args(void) {
+  return get_args("/api/v1/snapshots");
+}
+
+static void check_share_query(const char *const *args, size_t n) {
+  tg_coll_share_query_t q;
+  const char *why = NULL;
+  if (coll_share_query(args, n, &q, &why) != 0) {
+    if (!why) __builtin_trap();
+    return;
+  }
+  size_t len = strlen(q.function);
+  if (len < 1 || len > TG_COLL_FUNCTION_MAX) __builtin_trap();
+  if (!(q.min_share >= 0 && q.min_share <= 1)) __builtin_trap();
+  if (q.limit < 1 || q.limit > TG_COLL_SHARES_LIST_MAX) __builtin_trap();
+  if (q.host && strlen(q.host) > TG_COLL_HOST_MAX) __builtin_trap();
+  if (q.after_id && (!tg_coll_id_valid(q.after_id) || !q.after_host ||
+                     strlen(q.after_host) > TG_COLL_HOST_MAX ||
+                     q.after_rank > TG_COLL_SHARES_TOP_MAX))
+    __builtin_trap();
+  if (tg__coll_check_share_query(&q) != 0) __builtin_trap();
 }
 
 static void check_match(const char *method, const char *path,
@@ -85,6 +113,10 @@ static void check_args(const char *const *allowed, const char *const *args,
     if (!allowed[k]) __builtin_trap();
     for (size_t j = 0; j < i; j++)
       if (!strncmp(args[j], args[i], len + 1)) __builtin_trap();
+  }
+  if (allowed == get_args("/api/v1/functions")) {
+    check_share_query(args, n);
+    return;
   }
   if (allowed != list_args()) return;
   tg_coll_filter_t f;
@@ -135,6 +167,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
   }
   check_args(list_args(), args, n_args);
+  check_args(get_args("/api/v1/functions"), args, n_args);
   free(text);
   return 0;
 }

@@ -1,9 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzzes the trace -> profile decoder (consumer/profile/profile.h): the
- * input is a Trace fed in two pieces (split where its first byte says), so
- * framing across reads, interning, clears, machine ids, symbols and
- * compressed batches carry from one packet to the next. Small bounds make
- * every table fill.
+ * input is a Trace read as fuzz_profile_read.h reads it (in two pieces,
+ * under small bounds).
  *
  * Every host's samples must all be in its stacks, every index in range,
  * its function shares and its pprof computable. Nothing may crash or
@@ -13,20 +11,13 @@
 #include <stdlib.h>
 
 #include "consumer/profile/profile.h"
+#include "fuzz_profile_read.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  tg_prof_limits_t lim = {.max_hosts = 4, .max_seqs = 8, .max_seq_entries = 64,
-                          .max_strings = 64, .max_string_bytes = 4096,
-                          .max_mappings = 8, .max_frames = 32,
-                          .max_stacks = 16, .max_depth = 8,
-                          .max_symbols = 16};
-  tg_prof_t *p = tg_prof_new(&lim);
+  tg_prof_t *p = fuzz_profile_read(data, size);
   if (!p) return 0;
-  size_t cut = size ? data[0] % (size + 1) : 0;
-  if (tg_prof_feed(p, data, cut) == 0) tg_prof_feed(p, data + cut, size - cut);
-  tg_prof_end(p);
   for (size_t i = 0; i < tg_prof_n_hosts(p); i++) {
     const tg_prof_host_t *h = tg_prof_host(p, i);
     uint64_t in = 0;

@@ -286,14 +286,14 @@ for h in a b; do
   say "host $h ring: $(echo "$ring" | tr '\n' ',')"
   # The same top functions, within sampling noise: the two threads are
   # both busy, so main (with its chain, as many samples each) and worker
-  # may come in either order, but they are the first five in both, and
-  # worker_spin is sampled in both; no function sampled often in one is
-  # missing from the other.
+  # may come in either order, but they are the first five in both; no
+  # function sampled often in one is missing from the other. (worker_spin
+  # is not required: the worker is mostly sampled inside its system
+  # calls, where frame pointers skip it, so it holds about 3% of the
+  # worker's samples, and a loaded machine's 50 samples miss it one time
+  # in five.)
   [ "$(top "$one")" = "$TOP" ] || die "host $h alone: top functions $(top "$one")"
   [ "$(top "$merged")" = "$TOP" ] || die "host $h merged: top functions $(top "$merged")"
-  for t in "$one" "$merged"; do
-    echo "$t" | grep -q '^worker_spin ' || die "host $h: worker_spin not sampled"
-  done
   m=$(missing "$one" "$merged")
   [ -z "$m" ] || die "host $h: $m sampled alone, not merged"
   m=$(missing "$merged" "$one")

@@ -78,7 +78,7 @@ static void pt_defaults(pt_writer_t *o, tg_perf_emitter_t *e, uint32_t machine,
 }
 
 /* Writes the trace into |o| (pt_init first); 0 or the writer's error. */
-static int pt_build(pt_writer_t *o) {
+static inline int pt_build(pt_writer_t *o) {
   const tg_perf_emit_frame_t hot[] = {
       {&pt_app, 0x100, "main", 0}, {&pt_app, 0x200, "work", 0},
       {&pt_app, 0x300, "hot", 0}};

@@ -17,6 +17,7 @@ const view = {
   opened: new Set(),    // keys of cut texts shown whole
   details: new Map(),   // id -> GET /api/v1/snapshots/ID, once not pending
   triggers: new Set(),  // seen, for the trigger filter's suggestions
+  diffs: new Map(),     // id -> the diff view shown in its detail (askDiff)
 };
 
 function el(tag, cls, text) {
@@ -468,12 +469,239 @@ function detailInto(td, d) {
       tc.appendChild(downloadLink(s.id, h.host, 'download-host'));
       tc.appendChild(document.createTextNode(' '));
       tc.appendChild(openButton(s.id, h.host, 'open-host'));
+      const cmp = el('button', 'link diff-host', 'peers');
+      cmp.title = 'compare this host\'s CPU profile with the median of the other hosts ' +
+                  '(or, chosen below, of its own earlier snapshots)';
+      cmp.addEventListener('click', () => askDiff(s.id, h, 'peers'));
+      tc.appendChild(cmp);
     }
     body.appendChild(tr);
   }
   td.appendChild(t);
   if (d.hosts_truncated)
     td.appendChild(el('p', 'note', 'only the first ' + hosts.length + ' hosts are shown'));
+  const v = view.diffs.get(s.id);
+  if (v) diffViewInto(td, s.id, v);
+}
+
+// --- a host against its peers or its past (GET .../profile/diff) -----------------
+
+const DIFF_ROWS = 40;       // functions listed, largest difference first
+const FLAME_W = 1000;       // the flame graph's user units across
+const FLAME_ROW = 17;       // one call depth
+const FLAME_DEPTH = 48;     // deeper paths are left out (and said so)
+const FLAME_FULL = 0.1;     // a difference of 10 points of share: full colour
+// What the host is compared with (the control above the view's head):
+// "peers", the snapshot's other hosts, or "history:N", the host's own
+// last N snapshots before this one (the API's against=history&n=N, N 1
+// to 20). A few N, not any: each is N parts read on the collector.
+const DIFF_AGAINST = [['peers', 'other hosts'], ['history:1', 'its last snapshot'],
+                      ['history:5', 'its last 5 snapshots'],
+                      ['history:10', 'its last 10 snapshots'],
+                      ['history:20', 'its last 20 snapshots']];
+const pct = (v) => (100 * v).toFixed(2) + '%';
+const signed = (v) => (v > 0 ? '+' : '') + (100 * v).toFixed(2) + '%';
+// What the median is of, in the view's words: the snapshot's other hosts,
+// or the host's own earlier snapshots (the answer's `against`).
+const pastOf = (d) => d.against === 'history';
+const medianName = (d) => pastOf(d) ? 'past median' : 'peers\' median';
+// Red for a share the host has more of than the median, blue for
+// less, white for the same.
+function diffColour(diff) {
+  const t = Math.min(1, Math.abs(diff) / FLAME_FULL);
+  const fade = Math.round(245 - 135 * t);
+  return diff > 0 ? 'rgb(245,' + fade + ',' + fade + ')' : 'rgb(' + fade + ',' + fade + ',245)';
+}
+const SVG = 'http://www.w3.org/2000/svg';
+function svgEl(tag, attrs) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+  return e;
+}
+function funcName(f) {
+  return f ? f.name + (f.file ? ' ' + f.file : '') : 'all';
+}
+// The host's call tree as an icicle (the root on top), each box as wide
+// as the host's share through that path, coloured by the path's
+// difference with the peers' median. The tree comes parent first.
+function flameInto(box, d) {
+  const tree = Array.isArray(d.tree) ? d.tree : [];
+  const funcs = Array.isArray(d.functions) ? d.functions : [];
+  const kids = tree.map(() => []);
+  tree.forEach((n, i) => { if (i && n.parent !== null && kids[n.parent]) kids[n.parent].push(i); });
+  const x = new Array(tree.length).fill(0), depth = new Array(tree.length).fill(0);
+  let deepest = 0, cut = 0;
+  const g = svgEl('g', {});
+  for (let i = 0; i < tree.length; i++) {
+    const n = tree[i];
+    if (i) depth[i] = depth[n.parent] + 1;
+    let at = x[i];
+    kids[i].sort((a, b) => tree[b].host_share - tree[a].host_share);
+    for (const k of kids[i]) { x[k] = at; at += tree[k].host_share; }
+    const w = n.host_share * FLAME_W;
+    if (w <= 0) continue;
+    if (depth[i] >= FLAME_DEPTH) { cut++; continue; }
+    deepest = Math.max(deepest, depth[i]);
+    const f = i ? funcs[n.function] : null;
+    const r = svgEl('rect', {x: x[i] * FLAME_W, y: depth[i] * FLAME_ROW, width: w,
+                             height: FLAME_ROW - 1, fill: diffColour(n.diff)});
+    r.setAttribute('class', 'flame-box');
+    const tip = svgEl('title', {});
+    tip.textContent = funcName(f) + ': host ' + pct(n.host_share) + ' (' + n.host_samples +
+      ' samples), ' + medianName(d) + ' ' + pct(n.peers_median_share) + ' (' + n.peers_samples +
+      ' samples), ' + signed(n.diff);
+    r.appendChild(tip);
+    g.appendChild(r);
+    if (w > 40) {
+      const t = svgEl('text', {x: x[i] * FLAME_W + 3, y: depth[i] * FLAME_ROW + 12});
+      t.textContent = funcName(f).slice(0, Math.floor(w / 6.5));
+      g.appendChild(t);
+    }
+  }
+  const svg = svgEl('svg', {viewBox: '0 0 ' + FLAME_W + ' ' + (deepest + 1) * FLAME_ROW,
+                            preserveAspectRatio: 'none', role: 'img'});
+  svg.setAttribute('class', 'flame');
+  svg.setAttribute('height', String((deepest + 1) * FLAME_ROW));
+  svg.appendChild(g);
+  box.appendChild(svg);
+  const notes = [];
+  if (d.tree_pruned) notes.push(d.tree_pruned + ' call paths under ' + pct(d.tree_min_share) + ' on both sides left out');
+  if (cut) notes.push(cut + ' paths deeper than ' + FLAME_DEPTH + ' not drawn');
+  notes.push('red: more than the ' + medianName(d) + ', blue: less; paths the host lacks are in ' +
+             'the table only');
+  box.appendChild(el('p', 'note', notes.join('; ')));
+}
+function diffTableInto(box, d) {
+  const funcs = Array.isArray(d.functions) ? d.functions : [];
+  const t = el('table', 'diff-funcs');
+  const cg = el('colgroup');
+  for (const c of ['f-name', 'f-n', 'f-n', 'f-n', 'f-n', 'f-n', 'f-n']) cg.appendChild(el('col', c));
+  t.appendChild(cg);
+  const head = el('tr');
+  const past = pastOf(d);
+  for (const [h, c] of [['function'], ['diff (self)', 'n'], ['host', 'n'], [medianName(d), 'n'],
+                        ['host samples', 'n'], [past ? 'past samples' : 'peers\' samples', 'n'],
+                        ['diff (total)', 'n']])
+    head.appendChild(el('th', c, h));
+  t.appendChild(el('thead')).appendChild(head);
+  const body = t.appendChild(el('tbody'));
+  for (const f of funcs.slice(0, DIFF_ROWS)) {
+    const tr = el('tr', 'diff-row');
+    tr.dataset.name = f.name;
+    const nc = cell(tr, funcName(f), f.pseudo ? 'pseudo' : null);
+    nc.title = funcName(f);
+    const dc = cell(tr, signed(f.diff), 'n ' + (f.significant ? (f.diff > 0 ? 'grew' : 'shrank') : 'same'));
+    if (f.significant) dc.title = 'beyond ' + d.rule.z + ' standard errors at the host\'s samples';
+    cell(tr, pct(f.host_share), 'n');
+    cell(tr, pct(f.peers_median_share), 'n');
+    cell(tr, f.host_samples, 'n');
+    cell(tr, f.peers_samples, 'n');
+    cell(tr, signed(f.diff_total), 'n' + (f.significant_total ? (f.diff_total > 0 ? ' grew' : ' shrank') : ''));
+    body.appendChild(tr);
+  }
+  box.appendChild(t);
+  if (funcs.length > DIFF_ROWS)
+    box.appendChild(el('p', 'note', 'the ' + DIFF_ROWS + ' largest differences of ' + funcs.length +
+                                    ' functions (the API gives all)'));
+}
+function diffInto(box, d) {
+  box.replaceChildren();
+  const h = d.host || {}, p = d.peers || {}, past = pastOf(d);
+  const head = el('p', 'diff-head');
+  head.dataset.against = String(d.against || 'peers');
+  head.appendChild(el('b', null, h.name || 'machine ' + h.machine_id));
+  head.appendChild(document.createTextNode(': ' + h.samples + ' samples against the median of ' +
+    (past ? 'its own ' + p.count + ' earlier snapshots' : p.count + ' peers') + ' (' + p.samples +
+    ' samples); shares of ' + (h.shares_of === 'samples' ? 'samples' : 'CPU time') +
+    ', self time first'));
+  box.appendChild(head);
+  if (past) {
+    // Which of the host's snapshots before this one made the median, and
+    // how many the collector could not use.
+    const ids = Array.isArray(d.snapshots) ? d.snapshots : [];
+    const used = el('p', 'note diff-past', (ids.length ? 'its snapshots used: ' +
+      ids.join(', ') : 'no earlier snapshot of this host with samples: every median is 0') +
+      (d.snapshots_skipped ? '; ' + d.snapshots_skipped + ' skipped (unreadable, or without ' +
+                             'the host\'s samples)' : ''));
+    used.dataset.used = String(ids.length);
+    used.dataset.skipped = String(d.snapshots_skipped || 0);
+    box.appendChild(used);
+  }
+  if (h.too_few_samples)
+    box.appendChild(el('p', 'error few', 'too few samples (under ' + d.rule.min_samples +
+                                         '): no difference is significant'));
+  if (p.too_few_samples)
+    box.appendChild(el('p', 'note', p.too_few_samples + (past ? ' earlier snapshots' : ' peers') +
+                                    ' under ' + d.rule.min_samples +
+                                    ' samples left out of the median'));
+  const odd = [];
+  if (h.no_callstack) odd.push(h.no_callstack + ' without a callstack');
+  if (h.with_unnamed_frame) odd.push(h.with_unnamed_frame + ' with an unnamed frame');
+  if (h.skipped) odd.push(h.skipped + ' skipped');
+  if (odd.length) box.appendChild(el('p', 'note', 'of the host\'s samples: ' + odd.join(', ') +
+                                                  ' (rows of their own)'));
+  flameInto(box, d);
+  diffTableInto(box, d);
+}
+// The diff view shown in a snapshot's detail (view.diffs, by snapshot
+// id): its host, what it is compared with (a DIFF_AGAINST value) and,
+// once answered, the answer or the error. It is kept outside the DOM
+// because the list's refresh rebuilds the detail: detailInto() draws it
+// again from here, without asking again. A later choice replaces the
+// entry, so an earlier answer that comes late finds it is not wanted.
+const diffPath = (id, h, against) => {
+  const [kind, n] = against.split(':');
+  return '/api/v1/snapshots/' + id + '/profile/diff?host=' + encodeURIComponent(h.host) +
+         (kind === 'history' ? '&against=history&n=' + encodeURIComponent(n) : '');
+};
+// Into the view's body: the answer, the error, or that it is coming.
+function diffBodyInto(body, v) {
+  if (v.answer) diffInto(body, v.answer);
+  else if (v.error) body.replaceChildren(el('p', 'failure', v.error));
+  else body.replaceChildren(el('p', 'note', 'comparing ' + hostLabel(v.h) + ' with ' +
+    DIFF_AGAINST.find(([k]) => k === v.against)[1] + '...'));
+}
+// The view under the detail's hosts in |td|: a control to pick what the
+// host is compared with, then the answer.
+function diffViewInto(td, id, v) {
+  let box = td.querySelector('.diff-view');
+  if (!box) { box = el('div', 'diff-view'); td.appendChild(box); }
+  box.dataset.host = v.h.host;
+  const pick = el('select', 'diff-against');
+  for (const [k, text] of DIFF_AGAINST) {
+    const o = el('option', null, text);
+    o.value = k;
+    pick.appendChild(o);
+  }
+  pick.value = v.against;
+  const label = el('label', null, 'compare ' + hostLabel(v.h) + ' with ');
+  label.appendChild(pick);
+  const body = el('div', 'diff-body');
+  box.replaceChildren(el('p', 'bar diff-bar'), body);
+  box.firstChild.appendChild(label);
+  pick.addEventListener('change', () => askDiff(id, v.h, pick.value));
+  diffBodyInto(body, v);
+}
+// Asks the API for host |h| of snapshot |id| against |against|, and
+// shows it in the detail that is there when the answer comes (if that
+// view still wants it: a later choice wins).
+function askDiff(id, h, against) {
+  const v = {h: h, against: against, answer: null, error: null};
+  view.diffs.set(id, v);
+  const current = () => {
+    const row = document.querySelector('#snapshots tr.detail[data-of="' + CSS.escape(id) + '"]');
+    return view.diffs.get(id) === v && row ? row.cells[0] : null;
+  };
+  const td = current();
+  if (td) diffViewInto(td, id, v);
+  getJson(diffPath(id, h, against))
+    .then((d) => { v.answer = d; })
+    .catch((e) => { v.error = String(e.message || e); })
+    .then(() => {
+      const now = current();
+      const body = now && now.querySelector('.diff-view .diff-body');
+      if (body) diffBodyInto(body, v);
+    });
 }
 function fill(td, x, into) {
   detailOf(x).then((d) => into(td, d)).catch((e) => {
@@ -488,6 +716,7 @@ function toggleDetail(x, tr, button) {
     last = last.nextElementSibling;
   if (view.open.has(x.id)) {
     view.open.delete(x.id);
+    view.diffs.delete(x.id);
     if (last.classList.contains('detail')) last.remove();
     button.setAttribute('aria-expanded', 'false');
     return;
@@ -639,6 +868,7 @@ async function load() {
   storeLine(st);
   const listed = new Set(s.snapshots.map((x) => x.id));
   for (const id of view.details.keys()) if (!listed.has(id)) view.details.delete(id);
+  for (const id of view.diffs.keys()) if (!listed.has(id)) view.diffs.delete(id);
   const sb = $('#snapshots tbody');
   sb.replaceChildren(...s.snapshots.flatMap(snapshotRows));
   $('#empty').hidden = s.snapshots.length > 0;
