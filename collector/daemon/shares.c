@@ -72,29 +72,11 @@ static int feed_fd(shares_job_t *j, int fd, uint8_t *buf) {
   }
 }
 
-/* Whether |name| is one of the host's own strings (a name it sent, or
- * its symbols gave), not a pseudo name of the profile's. Only asked of
- * names that look like a pseudo name: a host may send those too. */
-static bool host_string(const tg_prof_host_t *h, const char *name) {
-  for (size_t i = 1; i < h->n_strings; i++)
-    if (h->strings[i] == name) return true;
-  return false;
-}
-
 /* Caps what a count from the profile may be in the catalog. */
 static uint64_t cap63(uint64_t v) {
   return v > (uint64_t)INT64_MAX ? (uint64_t)INT64_MAX : v;
 }
 
-static tg_coll_share_kind_t kind_of(const tg_prof_host_t *h,
-                                    const tg_prof_func_share_t *f) {
-  if (f->file) return TG_COLL_SHARE_PSEUDO; /* an unnamed frame's mapping */
-  bool looks = !strcmp(f->name, "[unknown]");
-  for (uint32_t k = 1; !looks && k < TG_PROF_STACK_KINDS; k++)
-    looks = !strcmp(f->name, tg_prof_stack_kind_name(k));
-  return looks && !host_string(h, f->name) ? TG_COLL_SHARE_PSEUDO
-                                           : TG_COLL_SHARE_FUNCTION;
-}
 
 /* Host |h|'s rows from rows[*used] on: its top |top| functions by total
  * (tg_prof_function_shares' order) and its rest, whose self is every
@@ -113,7 +95,8 @@ static int host_rows(shares_job_t *j, const tg_prof_host_t *h,
   for (size_t i = 0; i < keep; i++) {
     rows[i] = (tg_coll_share_in_t){.function = fs[i].name,
                                    .file = fs[i].file,
-                                   .kind = kind_of(h, &fs[i]),
+                                   .kind = fs[i].pseudo ? TG_COLL_SHARE_PSEUDO
+                                            : TG_COLL_SHARE_FUNCTION,
                                    .self_ns = cap63(fs[i].self_ns),
                                    .total_ns = cap63(fs[i].total_ns),
                                    .self_samples = cap63(fs[i].self),

@@ -177,6 +177,10 @@ typedef struct tg_prof_func_share {
   const char *file; /* "[unknown]": its mapping's path (one row each); else NULL */
   uint64_t self, total;
   uint64_t self_ns, total_ns;
+  /* Not a name the host gave: "[unknown]" (of a mapping, or of none) or
+   * a pseudo-stack's ("[no callstack]", "[skipped: ...]", ...), even
+   * where a host's own function bears the same text. */
+  bool pseudo;
 } tg_prof_func_share_t;
 /* Fills *out (malloc'd, the caller frees) with one row per function,
  * by |total| descending then name. 0 or -ENOMEM. */

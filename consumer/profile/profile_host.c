@@ -342,9 +342,13 @@ int tg_prof_function_shares(const tg_prof_host_t *h, tg_prof_func_share_t **out,
   n = 0;
   for (size_t k = 0; k < n_keys; k++)
     if (a[k].total)
-      v[n++] = (tg_prof_func_share_t){
-          a[k].name, a[k].file, a[k].self, a[k].total, a[k].self_ns,
-          a[k].total_ns};
+      v[n++] = (tg_prof_func_share_t){.name = a[k].name,
+                                      .file = a[k].file,
+                                      .self = a[k].self,
+                                      .total = a[k].total,
+                                      .self_ns = a[k].self_ns,
+                                      .total_ns = a[k].total_ns,
+                                      .pseudo = k >= h->n_strings};
   free(a);
   qsort(v, n, sizeof(*v), cmp_share);
   *out = v;

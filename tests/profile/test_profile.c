@@ -92,6 +92,10 @@ static void hosts_counts_and_rates(void **state) {
     assert_non_null(u);
     assert_string_equal(u->file, "/usr/lib/libc.so.6");
     assert_int_equal(u->self, 1);
+    /* Names the host did not give are marked so. */
+    assert_true(u->pseudo);
+    assert_true(share(fs, n, "[no callstack]")->pseudo);
+    assert_false(share(fs, n, "hot")->pseudo);
     assert_string_equal(fs[0].name, "main"); /* by total, descending */
     free(fs);
     assert_int_equal(tg_prof_function_shares(w2, &fs, &n), 0);
