@@ -23,6 +23,7 @@
 
 #include "agent/otlp/otlp_decode.h"
 #include "otlp_bodies.h"
+#include "tracegate/pb_wire.h"
 
 #define BASE 1700000000000000000ull
 #define MS 1000000ull
@@ -303,6 +304,11 @@ static void the_way_in_answers_as_otlp_http_says(void **state) {
   free(js);
 }
 
+/* |n| as a varint at |p|; returns its size. */
+static size_t varint(uint8_t *p, uint64_t n) {
+  return (size_t)(tg_pb_write_varint(p, n) - p);
+}
+
 /* A KeyValue whose AnyValue is an array_value nested |depth| deep: each
  * level is a field 5 around the next AnyValue, written inside out. */
 static void deep_protobuf_values_cost_no_recursion(void **state) {
@@ -317,13 +323,8 @@ static void deep_protobuf_values_cost_no_recursion(void **state) {
   for (size_t i = 0; i < depth; i++) {
     /* ArrayValue { 1: AnyValue } then AnyValue { 5: ArrayValue } */
     for (int w = 0; w < 2; w++) {
-      uint8_t len[5];
-      size_t ln = 0;
-      uint64_t v = n;
-      do {
-        len[ln++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-        v >>= 7;
-      } while (v);
+      uint8_t len[TG_PB_MAX_VARINT_SIZE];
+      size_t ln = varint(len, n);
       at -= ln;
       memcpy(buf + at, len, ln);
       buf[--at] = w == 0 ? 0x0a : 0x2a;
@@ -342,13 +343,8 @@ static void deep_protobuf_values_cost_no_recursion(void **state) {
   free(buf);
   for (size_t f = 0; f < sizeof(fields); f++) {
     size_t extra = f == 1 ? sizeof(ids) : 0;
-    uint8_t len[5];
-    size_t ln = 0;
-    uint64_t v = n;
-    do {
-      len[ln++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-      v >>= 7;
-    } while (v);
+    uint8_t len[TG_PB_MAX_VARINT_SIZE];
+    size_t ln = varint(len, n);
     uint8_t *next = malloc(extra + 1 + ln + n);
     assert_non_null(next);
     memcpy(next, ids, extra);
@@ -369,15 +365,6 @@ static void deep_protobuf_values_cost_no_recursion(void **state) {
   free(cur);
 }
 
-/* |n| as a varint at |p|; returns its size. */
-static size_t varint(uint8_t *p, uint64_t n) {
-  size_t k = 0;
-  do {
-    p[k++] = (uint8_t)((n & 0x7f) | (n > 0x7f ? 0x80 : 0));
-    n >>= 7;
-  } while (n);
-  return k;
-}
 
 /* A span of 4 million empty attributes (2 bytes each on the wire, tens of
  * bytes each unpacked), gzip'd to some kilobytes: unpacking it whole
