@@ -140,11 +140,26 @@ static otlp_service_stats_t *service(otlp_receiver_t *r, otlp_str_t name) {
   return s;
 }
 
-/* The counting sink takes the lock only to count (entries of services[]
- * never move, so r->cur stays valid), never while the writer runs. */
+/* The current resource's counts into its service's; the caller holds
+ * |mu|. Entries of services[] never move, so r->cur stays valid. */
+static void count_done_locked(otlp_receiver_t *r) {
+  if (r->cur) {
+    r->cur->accepted += r->pend_accepted;
+    r->cur->refused += r->pend_refused;
+    r->cur->unrecorded += r->pend_unrecorded;
+    r->cur->invalid += r->pend_invalid;
+  }
+  r->pend_accepted = r->pend_refused = r->pend_unrecorded = 0;
+  r->pend_invalid = 0;
+}
+
+/* The counting sink takes the lock once per resource (a flush reads the
+ * counts on the agent's thread), never per span nor while the writer
+ * runs. */
 static int count_resource(void *ctx, const otlp_resource_t *res) {
   otlp_receiver_t *r = ctx;
   pthread_mutex_lock(&r->mu);
+  count_done_locked(r);
   r->cur = service(r, res->service);
   r->cur->pid = res->pid;
   pthread_mutex_unlock(&r->mu);
@@ -157,22 +172,18 @@ static int count_span(void *ctx, const otlp_span_t *s, bool *rejected) {
   otlp_receiver_t *r = ctx;
   *rejected = false;
   if (r->mode == MODE_REFUSE) {
-    pthread_mutex_lock(&r->mu);
-    r->cur->refused++;
-    pthread_mutex_unlock(&r->mu);
+    r->pend_refused++;
     return 0;
   }
   if (s->status_code == 2) r->error_seen = true;
   if (r->cfg.latency_ns && s->end_unix_ns - s->start_unix_ns >= r->cfg.latency_ns)
     r->slow_seen = true;
-  pthread_mutex_lock(&r->mu);
-  bool unrecorded = r->writer.mask == 0;
-  if (unrecorded)
-    r->cur->unrecorded++;
-  else
-    r->cur->accepted++;
-  pthread_mutex_unlock(&r->mu);
-  if (unrecorded) return 0;
+  /* The writer's targets are this thread's (otlp_writer_begin). */
+  if (r->writer.mask == 0) {
+    r->pend_unrecorded++;
+    return 0;
+  }
+  r->pend_accepted++;
   otlp_sink_t w = otlp_writer_sink(&r->writer);
   return w.span(w.ctx, s, rejected);
 }
@@ -180,9 +191,7 @@ static int count_span(void *ctx, const otlp_span_t *s, bool *rejected) {
 /* A span of the current resource with ids that are not ids. */
 static void count_invalid(void *ctx) {
   otlp_receiver_t *r = ctx;
-  pthread_mutex_lock(&r->mu);
-  r->cur->invalid++;
-  pthread_mutex_unlock(&r->mu);
+  r->pend_invalid++;
 }
 
 static void fire(const char *name, uint64_t *last) {
@@ -375,6 +384,10 @@ static void handle_traces(otlp_receiver_t *r, const req_t *req,
   const char *why = NULL;
   int err = 0;
   int status = otlp_decode_body(&body, &r->inflated, &sink, &res, &why, &err);
+  pthread_mutex_lock(&r->mu);
+  count_done_locked(r);
+  r->cur = NULL;
+  pthread_mutex_unlock(&r->mu);
   /* The inflated body is not kept between requests. */
   tg_buf_free(&r->inflated);
   tg_buf_init(&r->inflated, OTLP_MAX_INFLATED);

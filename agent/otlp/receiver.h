@@ -76,6 +76,9 @@ typedef struct otlp_receiver {
   otlp_service_stats_t services[OTLP_MAX_SERVICES + 1]; /* last: other */
   size_t n_services;
   otlp_service_stats_t *cur; /* the resource being decoded */
+  /* |cur|'s counts of this resource so far, added to it under |mu| when
+   * the resource ends (count_done): no lock per span. */
+  uint64_t pend_accepted, pend_refused, pend_unrecorded, pend_invalid;
   /* What this request's counting sink does with spans (see receiver.c). */
   int mode;
   bool error_seen, slow_seen;
