@@ -12,6 +12,12 @@ double bench_cpu_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+double bench_wall_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 int bench_parse_uint(const char *prog, const char *what, const char *s,
                      uint64_t lo, uint64_t hi, uint64_t *out) {
   char *end;

@@ -33,5 +33,8 @@ int bench_args_parse(const char *prog, int argc, char **argv,
 /* The process's CPU time in seconds: on a machine shared with other
  * builds, wall time would count their turns too. */
 double bench_cpu_s(void);
+/* Monotonic wall time in seconds, for what includes waits on another
+ * process (a service draining a ring, a database server). */
+double bench_wall_s(void);
 
 #endif /* TRACEGATE_TESTS_BENCH_ARGS_H */

@@ -31,12 +31,6 @@
 #define FUNCTION "fn_7"
 #define HOST "host-0042"
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void usage(FILE *f) {
   fprintf(f, "usage: bench_function_shares [SNAPSHOTS [HOSTS [TOP]]]\n"
              "  the catalog's function-share questions over SNAPSHOTS x HOSTS "
@@ -114,7 +108,7 @@ static int ask(tg_coll_catalog_t *cat, tg_coll_share_query_t q, size_t *n,
   for (int round = 0; !err && round < ROUNDS; round++) {
     tg_coll_share_query_t p = q;
     size_t total = 0, got = 0;
-    double t0 = now_s();
+    double t0 = bench_wall_s();
     do {
       err = cat->ops->find_shares(cat, &p, page, TG_COLL_SHARES_LIST_MAX,
                                   &got);
@@ -125,7 +119,7 @@ static int ask(tg_coll_catalog_t *cat, tg_coll_share_query_t q, size_t *n,
       p.after_host = host;
       p.after_rank = page[got - 1].rank;
     } while (got == TG_COLL_SHARES_LIST_MAX);
-    double t = now_s() - t0;
+    double t = bench_wall_s() - t0;
     if (t > *worst) *worst = t;
     *n = total;
   }
@@ -135,7 +129,7 @@ static int ask(tg_coll_catalog_t *cat, tg_coll_share_query_t q, size_t *n,
 
 static int run(const char *kind, tg_coll_catalog_t *cat, uint64_t snapshots,
                uint64_t hosts, uint64_t top) {
-  double t0 = now_s();
+  double t0 = bench_wall_s();
   int err = fill(cat, snapshots, hosts, top);
   if (err) {
     fprintf(stderr, "bench_function_shares: %s: fill: %s\n", kind,
@@ -143,7 +137,7 @@ static int run(const char *kind, tg_coll_catalog_t *cat, uint64_t snapshots,
     return -1;
   }
   printf("%-10s fill: %llu rows in %.1f s\n", kind,
-         (unsigned long long)(snapshots * hosts * (top + 1)), now_s() - t0);
+         (unsigned long long)(snapshots * hosts * (top + 1)), bench_wall_s() - t0);
   tg_coll_share_query_t q = TG_COLL_SHARE_QUERY_INIT;
   q.function = FUNCTION;
   q.min_share = 0.05;

@@ -42,12 +42,6 @@
 static TG_CATEGORY(cat_bench, "bench");
 static tg_ds_t *g_ds;
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static unsigned ds_targets(void *ctx) {
   (void)ctx;
   return tg_ds_enabled_mask(g_ds);
@@ -105,7 +99,7 @@ static double run_decode(const uint8_t *body, size_t len, bool json,
                          unsigned requests, otlp_writer_t *w,
                          const otlp_sink_t *sink) {
   uint64_t spans = 0;
-  double t0 = now_s();
+  double t0 = bench_wall_s();
   for (unsigned i = 0; i < requests; i++) {
     otlp_result_t res;
     if (w) otlp_writer_begin(w, otlp_boot_offset());
@@ -117,7 +111,7 @@ static double run_decode(const uint8_t *body, size_t len, bool json,
     }
     spans += res.spans;
   }
-  return (double)spans / (now_s() - t0);
+  return (double)spans / (bench_wall_s() - t0);
 }
 
 static double run_pb_ring(void) {
@@ -139,7 +133,7 @@ static double run_pb_decode_only(void) {
  * with its attributes, flows, an event and its end, then the child. */
 static double run_api(void) {
   uint64_t n = (uint64_t)REQUESTS * (2 * COPIES + 1);
-  double t0 = now_s();
+  double t0 = bench_wall_s();
   for (uint64_t i = 0; i < n; i += 2) {
     TG_SLICE_BEGIN(cat_bench, "serve /a", TG_ARG_STR("otel.kind", "server"),
                    TG_ARG_STR("otel.trace_id", "4bf92f3577b34da6a3ce929d0cf0e4f7"),
@@ -159,7 +153,7 @@ static double run_api(void) {
     TG_SLICE_END(cat_bench);
     TG_SLICE_END(cat_bench);
   }
-  return (double)n / (now_s() - t0);
+  return (double)n / (bench_wall_s() - t0);
 }
 
 static double best(double (*fn)(void)) {
