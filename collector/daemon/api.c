@@ -466,7 +466,10 @@ int coll_api_plan_part(coll_t *c, tg_http_exchange_t *x, uint64_t id,
     bool again = false;
     for (size_t i = 0; i < n; i++) again |= want[i] == h;
     if (!again) want[n++] = h;
-    if (!first) first = ix.hosts[h].name;
+    if (!first) {
+      first = ix.hosts[h].name;
+      part->first_index = h;
+    }
     if (!comma) break;
     p = comma + 1;
   }

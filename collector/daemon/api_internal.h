@@ -27,6 +27,9 @@ typedef struct coll_part {
   size_t n_hosts, n_index_hosts;
   uint64_t bytes; /* of the trace */
   char first[TG_COLL_HOST_MAX + 1]; /* the first host named */
+  /* Its place in the snapshot's host index: the merge's host k, whose
+   * packets are machine k + 1 of the trace (consumer/fleet/merge.h). */
+  size_t first_index;
 } coll_part_t;
 
 /* The part of |list|'s hosts (comma-separated names) of snapshot |id|,

@@ -156,18 +156,15 @@ static int diff_answer(job_t *j, const tg_prof_host_t *h,
   return rv;
 }
 
-/* /profile/diff: the host (found in its part) against every other host
- * with samples in the whole snapshot. */
+/* /profile/diff: the host (machine k + 1 of the trace, k its place in
+ * the host index) against every other host with samples in the whole
+ * snapshot, read once. */
 static int diff_work(job_t *j) {
-  tg_prof_t *p;
+  uint64_t machine = (uint64_t)j->part.first_index + 1;
   const tg_prof_host_t *h;
-  int rv = read_part(j->fd, j->sfd, &j->part, &p, &h);
-  uint32_t machine = h ? h->machine_id : 0;
-  j->no_samples = !h;
-  tg_prof_free(p);
-  if (rv || j->no_samples) return rv;
-  if (!(p = tg_prof_new(NULL))) return -ENOMEM;
-  rv = feed_extents(j->fd, j->sfd, j->whole, j->n_whole, p);
+  tg_prof_t *p = tg_prof_new(NULL);
+  if (!p) return -ENOMEM;
+  int rv = feed_extents(j->fd, j->sfd, j->whole, j->n_whole, p);
   if (!rv) rv = tg_prof_end(p);
   size_t n = tg_prof_n_hosts(p), np = 0;
   const tg_prof_host_t **peers = calloc(n ? n : 1, sizeof(*peers));
@@ -178,10 +175,8 @@ static int diff_work(job_t *j) {
     if (x->machine_id == machine) h = x;
     else if (x->counts.samples) peers[np++] = x;
   }
-  /* The part and the whole are the same file: a host missing from the
-   * whole means it changed under us. */
-  if (!rv && (!h || !h->counts.samples)) rv = -EIO;
-  if (!rv) rv = diff_answer(j, h, peers, np);
+  j->no_samples = !rv && (!h || !h->counts.samples);
+  if (!rv && !j->no_samples) rv = diff_answer(j, h, peers, np);
   free(peers);
   tg_prof_free(p);
   return rv;
