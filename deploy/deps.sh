@@ -10,7 +10,9 @@
 #                        the fuzzers, Chromium for the web page's tests,
 #                        Alertmanager, Ceph's monitor, OSD and S3 gateway
 #                        for the bucket store's tests, dwz for the
-#                        symbolizer's alt-file tests), and OpenTelemetry's
+#                        symbolizer's alt-file tests), OpenTelemetry's Go
+#                        SDK (golang-opentelemetry-otel-dev, for
+#                        test_otlp_go and test_collector_otlp) and its
 #                        JavaScript SDK from the npm registry for
 #                        test_otlp_js (into $OTLP_JS_DIR)
 #   deps.sh bench        the same, and the peer tools the benchmarks measure
@@ -38,7 +40,8 @@ RUNTIME="openssl libwebsockets-evlib-uv"
 # make test's alone.
 TEST="libcmocka-dev groff-base postgresql clang libclang-rt-14-dev
 chromium chromium-driver libnss3-tools prometheus-alertmanager curl jq
-ceph-mon ceph-osd radosgw linux-perf dwz golang-go nodejs"
+ceph-mon ceph-osd radosgw linux-perf dwz golang-go nodejs
+golang-opentelemetry-otel-dev"
 
 mode="${1:-}"
 case "$mode" in

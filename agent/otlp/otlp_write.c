@@ -235,8 +235,15 @@ static void write_begin(otlp_writer_t *w, tg_pbw_t *p, uint64_t track,
   if (s->dropped_attrs) ann_int(p, "otel.dropped_attributes", (int64_t)s->dropped_attrs);
   if (s->dropped_events) ann_int(p, "otel.dropped_events", (int64_t)s->dropped_events);
   if (s->dropped_links) ann_int(p, "otel.dropped_links", (int64_t)s->dropped_links);
-  tg_pbw_append_fixed64(p, TE_FLOW_IDS,
-                        tg_flow_id_from_context(s->trace_id, s->span_id));
+  /* A flow starts only where OTel's kinds say a span's context leaves
+   * its process: a CLIENT's call, a PRODUCER's message. Its remote child
+   * (below) or a span linking to it ends the flow. A flow begun by every
+   * span would leave every leaf span an end without the other in a
+   * snapshot's links (collector.md, "Requests across hosts"), hiding the
+   * calls whose server is missing among them. */
+  if (s->kind == OTLP_KIND_CLIENT || s->kind == OTLP_KIND_PRODUCER)
+    tg_pbw_append_fixed64(p, TE_FLOW_IDS,
+                          tg_flow_id_from_context(s->trace_id, s->span_id));
   bool remote_parent =
       s->kind == OTLP_KIND_SERVER || s->kind == OTLP_KIND_CONSUMER ||
       ((s->flags & OTLP_FLAG_HAS_IS_REMOTE) && (s->flags & OTLP_FLAG_IS_REMOTE));

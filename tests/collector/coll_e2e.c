@@ -370,6 +370,14 @@ const char *wait_listed(const collector_t *c, const char *query,
   return id;
 }
 
+long long snapshot_row_link(const char *json, size_t row, const char *field) {
+  char key[96];
+  snprintf(key, sizeof(key), "hosts.%zu.links.%s", row, field);
+  const char *v = tg_test_json(json, key);
+  if (!v) fail_msg("%s: no %s", json, key);
+  return atoll(v);
+}
+
 size_t snapshot_host_row(const char *json, const char *spec, size_t n) {
   char want[HOST_ROW_MAX], key[48];
   snprintf(want, sizeof(want), "\"%s\"", spec);

@@ -79,6 +79,9 @@ void download(const collector_t *c, const char *id, const char *out);
  * the host row spelt |spec| among its first |n| rows; fails the test when
  * none is. */
 size_t snapshot_host_row(const char *json, const char *spec, size_t n);
+/* Host row |row|'s links count |field| in the snapshot answer |json|;
+ * fails the test when the row has none. */
+long long snapshot_row_link(const char *json, size_t row, const char *field);
 
 /* |n| hosts of the fleet harness, each with a producer of "fleet.ds". */
 void start_hosts(fleet_host_t *h, size_t n);

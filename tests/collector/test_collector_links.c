@@ -94,15 +94,6 @@ static void links_fleet_down(fleet_host_t h[2], collector_t *c,
   for (size_t i = 0; i < 2; i++) fleet_host_stop(&h[i]);
 }
 
-/* Host row |row|'s links count |field| in the snapshot answer |json|. */
-static long long row_link(const char *json, size_t row, const char *field) {
-  char key[96];
-  snprintf(key, sizeof(key), "hosts.%zu.links.%s", row, field);
-  const char *v = tg_test_json(json, key);
-  if (!v) fail_msg("%s: no %s", json, key);
-  return atoll(v);
-}
-
 /* The index of host row |row|'s links problem ([TG-5063]) among its
  * problems, or -1 for none. */
 static int links_problem(const char *json, size_t row) {
@@ -123,7 +114,7 @@ static int links_problem(const char *json, size_t row) {
 /* The links problem is there exactly when the row has unmatched ends,
  * with the row's count. */
 static void assert_problem_iff_unmatched(const char *json, size_t row) {
-  long long unmatched = row_link(json, row, "flows_unmatched");
+  long long unmatched = snapshot_row_link(json, row, "flows_unmatched");
   int k = links_problem(json, row);
   assert_int_equal(k >= 0, unmatched > 0);
   if (k < 0) return;
@@ -220,7 +211,7 @@ static void assert_reclocked(const collector_t *c, const char *id,
   assert_int_equal(early, 0);
   assert_true(pairs > 0);
   assert_int_equal(flows, pairs);
-  assert_int_equal((long long)pairs, row_link(json, client, "flows_across"));
+  assert_int_equal((long long)pairs, snapshot_row_link(json, client, "flows_across"));
   /* Each part (h[0] the server's, h[1] the client's): its host's slices,
    * all of them, and none of the other's. */
   unsigned long long p_flows, p_calls, p_serves, p_early, p_pairs;
@@ -250,29 +241,29 @@ static void requests_across_hosts_are_counted_per_host(void **state) {
   size_t client = snapshot_host_row(json, h[1].spec, 2);
   assert_json(json, "hosts.0.links.mode", "\"joined\"");
   assert_json(json, "hosts.1.links.mode", "\"joined\"");
-  long long across = row_link(json, client, "flows_across");
+  long long across = snapshot_row_link(json, client, "flows_across");
   fprintf(stderr, "client: %lld started, %lld across, %lld unmatched; "
                   "server: %lld ended, %lld unmatched\n",
-          row_link(json, client, "flows_started"), across,
-          row_link(json, client, "flows_unmatched"),
-          row_link(json, server, "flows_terminated"),
-          row_link(json, server, "flows_unmatched"));
+          snapshot_row_link(json, client, "flows_started"), across,
+          snapshot_row_link(json, client, "flows_unmatched"),
+          snapshot_row_link(json, server, "flows_terminated"),
+          snapshot_row_link(json, server, "flows_unmatched"));
   assert_true(across > 0);
-  assert_true(row_link(json, client, "joined") > 0);
+  assert_true(snapshot_row_link(json, client, "joined") > 0);
   /* Each call is one flow id: started on the client, ended on the
    * server, counted across once, on the client. */
-  assert_int_equal(row_link(json, client, "flows_unfollowed"), 0);
-  assert_int_equal(row_link(json, client, "flows_started"),
-                   across + row_link(json, client, "flows_unmatched"));
-  assert_int_equal(row_link(json, client, "flows_terminated"), 0);
-  assert_int_equal(row_link(json, server, "flows_started"), 0);
-  assert_int_equal(row_link(json, server, "flows_across"), 0);
-  assert_int_equal(row_link(json, server, "flows_terminated"),
-                   across + row_link(json, server, "flows_unmatched"));
+  assert_int_equal(snapshot_row_link(json, client, "flows_unfollowed"), 0);
+  assert_int_equal(snapshot_row_link(json, client, "flows_started"),
+                   across + snapshot_row_link(json, client, "flows_unmatched"));
+  assert_int_equal(snapshot_row_link(json, client, "flows_terminated"), 0);
+  assert_int_equal(snapshot_row_link(json, server, "flows_started"), 0);
+  assert_int_equal(snapshot_row_link(json, server, "flows_across"), 0);
+  assert_int_equal(snapshot_row_link(json, server, "flows_terminated"),
+                   across + snapshot_row_link(json, server, "flows_unmatched"));
   assert_int_equal(total(json, "flows_across"), across);
   assert_int_equal(total(json, "flows_unmatched"),
-                   row_link(json, client, "flows_unmatched") +
-                       row_link(json, server, "flows_unmatched"));
+                   snapshot_row_link(json, client, "flows_unmatched") +
+                       snapshot_row_link(json, server, "flows_unmatched"));
   for (size_t i = 0; i < 2; i++) assert_problem_iff_unmatched(json, i);
   /* The collector's first snapshot: its counters are this one's. */
   wait_counter(&c, "tracegate_collector_flows_across_hosts_total", across);
@@ -294,11 +285,11 @@ static void calls_to_a_host_not_in_the_snapshot_are_unmatched(void **state) {
   assert_json(json, "snapshot.state", "\"complete\"");
   assert_json(json, "hosts.0.outcome", "\"ok\"");
   assert_json(json, "hosts.0.loss", "0");
-  long long started = row_link(json, 0, "flows_started");
+  long long started = snapshot_row_link(json, 0, "flows_started");
   fprintf(stderr, "client: %lld started\n", started);
   assert_true(started > 0);
-  assert_int_equal(row_link(json, 0, "flows_unmatched"), started);
-  assert_int_equal(row_link(json, 0, "flows_across"), 0);
+  assert_int_equal(snapshot_row_link(json, 0, "flows_unmatched"), started);
+  assert_int_equal(snapshot_row_link(json, 0, "flows_across"), 0);
   assert_int_equal(total(json, "flows_across"), 0);
   assert_int_equal(total(json, "flows_unmatched"), started);
   assert_true(links_problem(json, 0) >= 0);

@@ -5,11 +5,13 @@
 #include <curl/curl.h>
 #include <fcntl.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -137,6 +139,23 @@ long long otlp_metric(const receiver_t *r, const char *series) {
   return -1;
 }
 
+long long otlp_spans(const receiver_t *r, const char *service,
+                     const char *outcome) {
+  char series[160];
+  snprintf(series, sizeof(series),
+           "tracegate_otlp_spans_total{service=\"%s\",outcome=\"%s\"}",
+           service, outcome);
+  return otlp_metric(r, series);
+}
+
+void otlp_wait_recording(const receiver_t *r) {
+  int64_t end = tg_test_now_ms() + OTLP_WAIT_MS;
+  while (otlp_metric(r, "tracegate_otlp_recording") < 1) {
+    assert_true(tg_test_now_ms() < end);
+    usleep(10000);
+  }
+}
+
 pid_t otlp_record_start(const char *cli_path, const test_service_t *ts,
                         const receiver_t *r, const char *trace) {
   const char *args[] = {"record", "--socket", ts->consumer_sock, "-t", "120s",
@@ -144,16 +163,87 @@ pid_t otlp_record_start(const char *cli_path, const test_service_t *ts,
   pid_t rec = tg_test_spawn_cli(cli_path, args, TG_TEST_FD_DEVNULL,
                                 TG_TEST_FD_INHERIT);
   assert_true(rec > 0);
-  int64_t end = tg_test_now_ms() + OTLP_WAIT_MS;
-  while (otlp_metric(r, "tracegate_otlp_recording") != 1) {
-    assert_true(tg_test_now_ms() < end);
-    usleep(10000);
-  }
+  otlp_wait_recording(r);
   return rec;
+}
+
+void otlp_record_stop(pid_t rec) {
+  assert_int_equal(tg_test_exit_code(tg_test_stop(rec, SIGINT, OTLP_WAIT_MS)),
+                   0);
+}
+
+void otlp_sdk_took(receiver_t *r, pid_t rec, const char *front,
+                   long long n_front, const char *back, long long n_back) {
+  assert_int_equal(otlp_spans(r, front, "accepted"), n_front);
+  assert_int_equal(otlp_spans(r, back, "accepted"), n_back);
+  assert_int_equal(otlp_metric(r, "tracegate_otlp_bad_requests_total"), 0);
+  otlp_record_stop(rec);
+  receiver_stop(r);
 }
 
 uint64_t otlp_unix_now_ns(void) {
   struct timespec t;
   clock_gettime(CLOCK_REALTIME, &t);
   return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+#ifndef OTLP_GO_CLIENT_DIR
+#error "OTLP_GO_CLIENT_DIR must name tests/otlp/go_client"
+#endif
+#ifndef OTLP_GO_CACHE
+#error "OTLP_GO_CACHE must name the go build cache in the build tree"
+#endif
+
+#define GO "/usr/bin/go"
+#define GO_PATH "/usr/share/gocode"
+/* One package of the SDK the client imports, as Debian installs it. */
+#define GO_OTEL_SDK GO_PATH "/src/go.opentelemetry.io/otel/sdk/trace"
+
+bool otlp_go_client_build(const char *out) {
+  struct stat st;
+  if (access(GO, X_OK) != 0 || stat(GO_OTEL_SDK, &st) != 0) {
+    fprintf(stderr, "[ SKIPPED  ] %s or OpenTelemetry's Go SDK (%s) is "
+                    "missing: deploy/deps.sh installs golang-go and "
+                    "golang-opentelemetry-otel-dev\n", GO, GO_OTEL_SDK);
+    return false;
+  }
+  /* GOPATH mode: Debian's Go libraries are sources under GOPATH, with no
+   * module proxy to reach. */
+  setenv("GO111MODULE", "off", 1);
+  setenv("GOPATH", GO_PATH, 1);
+  setenv("GOCACHE", OTLP_GO_CACHE, 1);
+  setenv("GOFLAGS", "", 1);
+  setenv("CGO_ENABLED", "0", 1);
+  const char *argv[] = {GO, "build", "-o", out,
+                        OTLP_GO_CLIENT_DIR "/main.go", NULL};
+  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
+  s.path = GO;
+  s.argv = argv;
+  s.stdin_fd = TG_TEST_FD_DEVNULL;
+  pid_t pid = tg_test_spawn(&s);
+  assert_true(pid > 0);
+  /* A cold cache compiles the SDK and net/http: minutes on a slow box. */
+  assert_int_equal(tg_test_exit_code(tg_test_reap(pid, 10 * 60 * 1000)), 0);
+  return true;
+}
+
+void otlp_go_client_run(const char *client, int front_port, int back_port,
+                        char *line, size_t cap) {
+  char front[64], back[64];
+  snprintf(front, sizeof(front), "http://127.0.0.1:%d/v1/traces", front_port);
+  snprintf(back, sizeof(back), "http://127.0.0.1:%d/v1/traces", back_port);
+  int p[2];
+  assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+  const char *argv[] = {client, front, back, NULL};
+  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
+  s.path = client;
+  s.argv = argv;
+  s.stdin_fd = TG_TEST_FD_DEVNULL;
+  s.stdout_fd = p[1];
+  pid_t pid = tg_test_spawn(&s);
+  assert_true(pid > 0);
+  close(p[1]);
+  assert_int_equal(tg_test_wait_line(p[0], "{", OTLP_WAIT_MS, line, cap), 1);
+  close(p[0]);
+  assert_int_equal(tg_test_exit_code(tg_test_reap(pid, OTLP_WAIT_MS)), 0);
 }
