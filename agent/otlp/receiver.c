@@ -20,10 +20,18 @@
 #include "tracegate/error.h"
 
 #define DEFAULT_MAX_BODY (4u << 20)
-/* libmicrohttpd's bounds: connections in all and from one address, idle
- * seconds, and each connection's memory for its request head. */
-#define MAX_CONNS 64
-#define MAX_CONNS_PER_IP 16
+/* libmicrohttpd's bounds: connections in all, idle seconds, and each
+ * connection's memory for its request head. No bound per address: on
+ * loopback every app is 127.0.0.1, so it would be a bound on the host,
+ * and one SDK's exports in flight (OTel JS: up to 30 by default) passed
+ * the 16 it was; libmicrohttpd closes a connection past a limit with no
+ * answer, which an exporter does not retry. Past MAX_CONNS that still
+ * happens: a limit on descriptors, far above what SDKs open. */
+#define MAX_CONNS 1024
+/* Bodies being received at once: the memory bound (MAX_BODIES x
+ * --max-body). A request past it is answered 503 with Retry-After at its
+ * headers, which exporters retry, and counted as busy. */
+#define MAX_BODIES 64
 #define TIMEOUT_S 30
 #define HEADER_MEMORY (64u << 10)
 #define RETRY_AFTER_S "1"
@@ -339,11 +347,15 @@ static void answer_metrics_locked(otlp_receiver_t *r, reply_t *out) {
         "tracegate_otlp_requests_total %llu\n"
         "# TYPE tracegate_otlp_bad_requests_total counter\n"
         "tracegate_otlp_bad_requests_total %llu\n"
+        "# HELP tracegate_otlp_busy_requests_total Requests answered 503 "
+        "at their headers: 64 bodies were being received.\n"
+        "# TYPE tracegate_otlp_busy_requests_total counter\n"
+        "tracegate_otlp_busy_requests_total %llu\n"
         "# HELP tracegate_otlp_recording Sessions recording the spans now.\n"
         "# TYPE tracegate_otlp_recording gauge\n"
         "tracegate_otlp_recording %d\n",
         (unsigned long long)r->requests, (unsigned long long)r->bad_requests,
-        __builtin_popcount(tg_ds_enabled_mask(r->ds)));
+        (unsigned long long)r->busy_requests, __builtin_popcount(tg_ds_enabled_mask(r->ds)));
   out->status = 200;
   out->content_type = "text/plain; version=0.0.4";
   out->body = t;
@@ -469,8 +481,15 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c,
                    "the body is larger than --max-body");
       return send_reply(c, &rp);
     }
+    if (r->bodies_open >= MAX_BODIES) {
+      r->busy_requests++;
+      answer_error(&rp, &req, 503, grpc_code_of(503),
+                   "too many requests at once: retry later");
+      return send_reply(c, &rp);
+    }
     if (!(p = calloc(1, sizeof(*p)))) return MHD_NO;
     tg_buf_init(&p->body, r->max_body);
+    r->bodies_open++;
     *con_cls = p;
     return MHD_YES;
   }
@@ -511,11 +530,12 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c,
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode why) {
-  (void)cls;
+  otlp_receiver_t *r = cls;
   (void)c;
   (void)why;
   pending_t *p = *con_cls;
   if (!p) return;
+  r->bodies_open--;
   tg_buf_free(&p->body);
   free(p);
   *con_cls = NULL;
@@ -554,7 +574,6 @@ int otlp_receiver_start(otlp_receiver_t *r,
       /* First, so that every message of libmicrohttpd goes to our log. */
       MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, addr,
       MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNS,
-      MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)MAX_CONNS_PER_IP,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)TIMEOUT_S,
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HEADER_MEMORY,
       MHD_OPTION_NOTIFY_COMPLETED, on_completed, r, MHD_OPTION_END);

@@ -84,6 +84,10 @@ typedef struct otlp_receiver {
   bool error_seen, slow_seen;
   uint64_t last_error_trigger_ns, last_latency_trigger_ns;
   uint64_t requests, bad_requests;
+  /* Requests answered 503 at their headers for want of a body slot, and
+   * the bodies being received: libmicrohttpd's thread alone. */
+  uint64_t busy_requests;
+  unsigned bodies_open;
 } otlp_receiver_t;
 
 /* Registers the data source (before tg_agent_init). 0 or its error. */

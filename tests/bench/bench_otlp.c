@@ -16,17 +16,29 @@
  * plus the bytes each span takes in the ring (counted by a writer into
  * memory). Best of 3 each. The producer stalls rather than drops, so the
  * figure includes waiting for the service when it falls behind. HTTP is
- * not in it (libwebsockets' cost per request, amortised over a batch of
- * hundreds of spans). */
+ * not in these.
+ *
+ * Then, with node and OpenTelemetry's JavaScript packages (deploy/deps.sh:
+ * OTLP_JS_DIR, default /var/cache/tracegate/otlp-js), the rate the JS SDK
+ * can send beside it: otlp_js_bench.js makes JS_SPANS spans through a
+ * BatchSpanProcessor and the protobuf exporter into the real
+ * tracegate-otlp program, recording into a ring; printed are node's
+ * spans/s and CPU per span, and the receiver's spans per CPU-second with
+ * HTTP included, and how many of the spans it took. Without node or the
+ * packages the row says so. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "agent/otlp/otlp_decode.h"
 #include "agent/otlp/otlp_write.h"
 #include "bench_args.h"
+#include "bench_children.h"
 #include "bench_session.h"
 #include "otlp_bodies.h"
 #include "test_service.h"
@@ -38,6 +50,15 @@
 #define JSON_REQUESTS 20000
 #define REPEATS 3
 #define GOAL 200000.0
+#define JS_SPANS 100000
+
+#ifndef OTLP_PATH
+#error "OTLP_PATH must name the tracegate-otlp binary"
+#endif
+#ifndef JS_BENCH
+#error "JS_BENCH must name otlp_js_bench.js"
+#endif
+#define NODE "/usr/bin/node"
 
 static TG_CATEGORY(cat_bench, "bench");
 static tg_ds_t *g_ds;
@@ -175,6 +196,79 @@ static void *measure(void *arg) {
   return NULL;
 }
 
+/* What otlp_js_bench.js said, and the receiver's CPU meanwhile. */
+typedef struct js_run {
+  double wall_s, node_cpu_s, receiver_cpu_s;
+  unsigned long long spans, accepted, refused;
+} js_run_t;
+
+/* The JS SDK into the real receiver, recording into a ring of |ts|. 0;
+ * 1 when node or the packages are missing (said); -1 on a failure (said). */
+static int run_js(const test_service_t *ts, js_run_t *out) {
+  const char *dir = getenv("OTLP_JS_DIR");
+  if (!dir || !*dir) dir = "/var/cache/tracegate/otlp-js";
+  char modules[512], probe[640];
+  snprintf(modules, sizeof(modules), "%s/node_modules", dir);
+  snprintf(probe, sizeof(probe),
+           "%s/@opentelemetry/exporter-trace-otlp-proto/package.json", modules);
+  struct stat st;
+  if (access(NODE, X_OK) != 0 || stat(probe, &st) != 0) {
+    printf("  OTel JS SDK's exporter: skipped, %s or the packages in %s are "
+           "missing (deploy/deps.sh installs them)\n", NODE, modules);
+    return 1;
+  }
+  int p[2];
+  if (pipe(p) != 0) return -1;
+  char fd[16];
+  snprintf(fd, sizeof(fd), "%d", p[1]);
+  const char *rargv[] = {OTLP_PATH, "--socket", ts->producer_sock, "--port",
+                         "0", "--ready-fd", fd, NULL};
+  pid_t rcv = bench_spawn(rargv, p[1], NULL);
+  close(p[1]);
+  char ready[64];
+  int ok = rcv > 0 && bench_read_ready(p[0], 10000, ready, sizeof(ready)) == 0;
+  close(p[0]);
+  if (!ok) {
+    fprintf(stderr, "bench_otlp: tracegate-otlp did not start\n");
+    return -1;
+  }
+  raw_consumer_t c;
+  simple_cfg_t sc;
+  raw_consumer_connect(&c, ts);
+  simple_cfg_init(&sc, 64 * 1024, 1 /* RING_BUFFER */, "tracegate.otlp");
+  raw_consumer_enable(&c, &sc.cfg, -1);
+
+  char url[64], log[128], count[16];
+  snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/traces", atoi(ready + 6));
+  snprintf(log, sizeof(log), "%s/js_bench.out", ts->dir);
+  snprintf(count, sizeof(count), "%d", JS_SPANS);
+  setenv("NODE_PATH", modules, 1);
+  const char *nargv[] = {NODE, JS_BENCH, url, count, NULL};
+  double cpu0 = bench_proc_cpu_s(rcv);
+  pid_t node = bench_spawn(nargv, -1, log);
+  double node_cpu;
+  int status = bench_wait_cpu(node, 300000, &node_cpu);
+  out->receiver_cpu_s = bench_proc_cpu_s(rcv) - cpu0;
+  bench_stop(rcv, 10000);
+  raw_consumer_disable(&c, 20000);
+  raw_consumer_close(&c);
+  char line[512] = "";
+  FILE *f = fopen(log, "re");
+  while (f && fgets(line, sizeof(line), f) && line[0] != '{')
+    if (status != 0) fputs(line, stderr); /* node's own words */
+  if (f) fclose(f);
+  if (status != 0 ||
+      sscanf(line, "{\"spans\":%llu,\"wall_s\":%lf,\"cpu_s\":%lf,"
+                   "\"accepted\":%llu,\"refused\":%llu}",
+             &out->spans, &out->wall_s, &out->node_cpu_s, &out->accepted,
+             &out->refused) != 5) {
+    fprintf(stderr, "bench_otlp: node failed (status %d): %s\n", status,
+            line);
+    return -1;
+  }
+  return 0;
+}
+
 static void usage(FILE *f) {
   fprintf(f,
           "usage: bench_otlp\n"
@@ -182,13 +276,17 @@ static void usage(FILE *f) {
           "ring, in\n"
           "  spans per second on one core, beside the same slices through "
           "the agent's\n"
-          "  API (best of %d). Takes no arguments.\n",
+          "  API (best of %d); then OpenTelemetry's JavaScript SDK sending into the\n"
+          "  real tracegate-otlp, when node and its packages are there. Takes no\n"
+          "  arguments.\n",
           REPEATS);
 }
 
 int main(int argc, char **argv) {
   int parsed = bench_args_parse("bench_otlp", argc, argv, NULL, 0, usage, NULL);
   if (parsed != 0) return parsed > 0 ? 0 : 2;
+  bench_children_init();
+  bench_deadline(900);
   struct timespec rt;
   clock_gettime(CLOCK_REALTIME, &rt);
   uint64_t base = (uint64_t)rt.tv_sec * 1000000000u;
@@ -237,6 +335,8 @@ int main(int argc, char **argv) {
   tg_agent_stats_t as;
   tg_agent_shutdown();
   tg_agent_get_stats(&as);
+  js_run_t js = {0};
+  int js_rv = run_js(&ts, &js);
   test_service_stop(&ts);
 
   printf("bench_otlp (best of %d, one core, real tracegated draining)\n",
@@ -256,7 +356,20 @@ int main(int argc, char **argv) {
          (unsigned long long)as.packets_written,
          (unsigned long long)as.packets_dropped,
          (unsigned long long)as.stalls);
+  if (js_rv == 0) {
+    printf("  OTel JS SDK sending (batches of 512, protobuf) into the real "
+           "receiver:\n");
+    printf("    node: %9.0f spans/s, %9.0f spans per CPU-second (flushed "
+           "every 4096)\n",
+           (double)js.spans / js.wall_s, (double)js.spans / js.node_cpu_s);
+    printf("    tracegate-otlp, HTTP included: %9.0f spans per CPU-second "
+           "(%.2f s for %llu)\n",
+           js.receiver_cpu_s > 0 ? (double)js.spans / js.receiver_cpu_s : 0.0,
+           js.receiver_cpu_s, js.spans);
+    printf("    taken %llu of %llu, refused %llu%s\n", js.accepted, js.spans,
+           js.refused, js.accepted == js.spans ? "" : "  (LOST SPANS)");
+  }
   free(g_pb);
   free(g_json);
-  return 0;
+  return js_rv < 0 || (js_rv == 0 && js.accepted != js.spans) ? 1 : 0;
 }

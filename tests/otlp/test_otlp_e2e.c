@@ -16,21 +16,29 @@
  *   - with no session the spans are answered 200 and counted unrecorded
  *     per service; with no tracegated they are answered 503 with
  *     Retry-After and counted refused per service (GET /metrics);
+ *   - 70 requests held open at once from one address are all answered:
+ *     the 6 past the 64 bodies received at once get 503 with Retry-After
+ *     at their headers (counted busy), the 64 are taken once whole;
  *   - --trigger-on-error (a span with status ERROR) and
  *     --trigger-on-latency (a span at least --latency-ms long) activate
  *     their trigger, which stops a session waiting for it (STOP_TRACING),
  *     and the trace holds one trigger packet of that name from
  *     tracegate-otlp. */
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -297,6 +305,104 @@ static void a_slow_span_fires_its_trigger(void **state) {
   span_fires_trigger(*state, extra, "otlp.slow");
 }
 
+/* Connections to the receiver on loopback, each holding one request whose
+ * body is still to come. */
+#define HELD 70
+#define BODY_SLOTS 64 /* receiver.c's MAX_BODIES */
+
+static int connect_receiver(const receiver_t *r) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET,
+                          .sin_port = htons((uint16_t)r->port),
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+  return fd;
+}
+
+static void send_all(int fd, const void *p, size_t n) {
+  const char *c = p;
+  while (n) {
+    ssize_t k = write(fd, c, n);
+    assert_true(k > 0);
+    c += k;
+    n -= (size_t)k;
+  }
+}
+
+/* The status line's code of the answer on |fd|, and whether it had a
+ * Retry-After header (read until the head's end or EOF). */
+static int read_status(int fd, bool *retry_after) {
+  char buf[4096];
+  size_t got = 0;
+  while (got < sizeof(buf) - 1) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    assert_int_equal(poll(&p, 1, OTLP_WAIT_MS), 1);
+    ssize_t k = read(fd, buf + got, sizeof(buf) - 1 - got);
+    assert_true(k >= 0);
+    if (k == 0) break;
+    got += (size_t)k;
+    buf[got] = '\0';
+    if (strstr(buf, "\r\n\r\n")) break;
+  }
+  buf[got] = '\0';
+  int code = 0;
+  if (sscanf(buf, "HTTP/1.1 %d", &code) != 1) fail_msg("no answer: %s", buf);
+  *retry_after = strcasestr(buf, "\r\nRetry-After: 1\r\n") != NULL;
+  return code;
+}
+
+/* Many exports at once from one address, as one SDK sends them (OTel JS:
+ * up to 30 in flight by default): every connection is answered, none
+ * closed unanswered; past the 64 bodies received at once, a request is
+ * answered 503 with Retry-After at its headers and counted busy, and the
+ * held ones, once whole, are all taken. */
+static void many_requests_at_once_are_answered(void **state) {
+  const test_service_t *ts = *state;
+  receiver_t r;
+  receiver_spawn(OTLP_PATH, ts->producer_sock, NULL, &r);
+  char trace[160];
+  snprintf(trace, sizeof(trace), "%s/many.pftrace", ts->dir);
+  pid_t rec = otlp_record_start(TRACEGATE_CLI_PATH, ts, &r, trace);
+  size_t len;
+  uint8_t *pb = otlp_test_pb_body(otlp_unix_now_ns() - 1000000000u, 1, &len);
+  char head[256];
+  int hn = snprintf(head, sizeof(head),
+                    "POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    "Content-Type: application/x-protobuf\r\n"
+                    "Content-Length: %zu\r\n\r\n", len);
+  int fd[HELD];
+  for (size_t i = 0; i < HELD; i++) {
+    fd[i] = connect_receiver(&r);
+    send_all(fd[i], head, (size_t)hn);
+    if (i < BODY_SLOTS) continue;
+    /* Past the slots: answered at once, before its body. */
+    bool retry = false;
+    assert_int_equal(read_status(fd[i], &retry), 503);
+    assert_true(retry);
+    close(fd[i]);
+    fd[i] = -1;
+  }
+  assert_int_equal(otlp_metric(&r, "tracegate_otlp_busy_requests_total"),
+                   HELD - BODY_SLOTS);
+  for (size_t i = 0; i < BODY_SLOTS; i++) {
+    send_all(fd[i], pb, len);
+    bool retry = true;
+    assert_int_equal(read_status(fd[i], &retry), 200);
+    assert_false(retry);
+    close(fd[i]);
+  }
+  /* The slots came back: one more request is taken. */
+  assert_int_equal(otlp_post(&r, "application/x-protobuf", NULL, pb, len).status,
+                   200);
+  assert_int_equal(otlp_spans(&r, "beta", "accepted"), 2 * (BODY_SLOTS + 1));
+  assert_int_equal(otlp_metric(&r, "tracegate_otlp_busy_requests_total"),
+                   HELD - BODY_SLOTS);
+  otlp_record_stop(rec);
+  receiver_stop(&r);
+  free(pb);
+}
+
 int main(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
 #define T(fn) \
@@ -305,6 +411,7 @@ int main(void) {
       T(spans_reach_the_trace_with_nesting_args_and_flows),
       T(bad_input_gets_its_status_and_the_receiver_stays_up),
       T(spans_nobody_records_and_refused_ones_are_counted),
+      T(many_requests_at_once_are_answered),
       T(an_error_span_fires_its_trigger),
       T(a_slow_span_fires_its_trigger),
   };
