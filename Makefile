@@ -49,6 +49,11 @@
 #                 (tests/deb; root; restores the machine)
 
 JOBS ?= $(shell nproc)
+# Each stage of make test says how long it took ("make: STAGE took N s"),
+# so that CI's log shows where its time goes (docs/operations.md).
+STAGE_DIR := build/.stages
+stage_begin = @mkdir -p $(STAGE_DIR) && date +%s > $(STAGE_DIR)/$(1)
+stage_end = @echo "make: $(1) took $$(( $$(date +%s) - $$(cat $(STAGE_DIR)/$(1)) )) s"
 FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 10
 FUZZ_MERGE_TP_SECONDS ?= 600
@@ -70,22 +75,9 @@ PERFETTO_BIN ?= $(wildcard $(CURDIR)/../shared/perfetto/bin)
 CONFORMANCE_OUT ?= build/conformance
 CONFORMANCE_ARGS ?=
 DESTDIR ?=
-FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader \
-                fuzz_trace_buffer fuzz_trace_filter fuzz_commit_data fuzz_pbtxt fuzz_relay_filter \
-                fuzz_proc_parsers \
-                fuzz_slice_reassembler fuzz_net_addr \
-                fuzz_authz fuzz_cert_identity fuzz_hosts_file fuzz_flags fuzz_config_text \
-                fuzz_ftrace_page fuzz_ksyms fuzz_printk_formats fuzz_mountinfo \
-                fuzz_zstd_stream \
-                fuzz_packet_inflate \
-                fuzz_session_cache fuzz_tls_record fuzz_tls_ecdsa \
-                fuzz_ds_descriptor fuzz_collector_id fuzz_snap_index fuzz_snap_meta fuzz_collector_routes fuzz_collector_config \
-                fuzz_snapshot_json fuzz_bridge_policy fuzz_ws_screen \
-                 fuzz_name_regex fuzz_units fuzz_json_text \
-                 fuzz_alertmanager fuzz_cli_ftrace_loss fuzz_merge fuzz_reclock \
-                 fuzz_coll_window fuzz_boost_seq fuzz_perf_record fuzz_perf_config fuzz_perf_maps fuzz_perf_elf fuzz_elf_plt fuzz_symbolize fuzz_profile \
-                 fuzz_s3_xml fuzz_s3_sigv4 fuzz_s3_credentials \
-                 fuzz_tp_why fuzz_traceparent fuzz_emit_rpc fuzz_check_runner
+# The fuzz targets are the fuzz build's own list (build/fuzz/fuzz_targets.txt,
+# written by tests/fuzz/CMakeLists.txt), run JOBS at a time by
+# tests/fuzz/run_fuzzers.sh.
 
 .PHONY: all deps deps-build build demo collector-demo install test test-asan test-tsan test-release \
         test-mbedtls-only test-long fuzz fuzz-smoke fuzz-merge-tp bench \
@@ -140,10 +132,12 @@ FTRACE_ENV := $(shell [ "$$(id -u)" = 0 ] && echo TG_REQUIRE_FTRACE=1)
 # wrote into Perfetto's trace processor do so (they skip it, saying so,
 # without them).
 test-asan: asan-build
+	$(call stage_begin,test-asan)
 	$(FTRACE_ENV) PERFETTO_BIN="$(PERFETTO_BIN)" \
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) -LE '^(long|deb)$$'
+	$(call stage_end,test-asan)
 
 test-long: deps asan-build
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
@@ -152,58 +146,54 @@ test-long: deps asan-build
 
 .PHONY: asan-build
 asan-build:
+	$(call stage_begin,asan-build)
 	cmake -S . -B $(ASAN_DIR) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug \
 	  -DTG_SANITIZE=ON -DTG_BENCH=ON -DTG_WERROR=ON
 	cmake --build $(ASAN_DIR) -j $(JOBS)
+	$(call stage_end,asan-build)
 
 # ThreadSanitizer: the tests labelled "tsan" (multi-threaded writers/readers).
+# Only those tests are built (the target tests_tsan), with what they run.
 test-tsan:
+	$(call stage_begin,test-tsan)
 	cmake -S . -B $(TSAN_DIR) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug \
 	  -DTG_TSAN=ON -DTG_BENCH=OFF -DTG_WERROR=ON
-	cmake --build $(TSAN_DIR) -j $(JOBS)
+	cmake --build $(TSAN_DIR) -j $(JOBS) --target tests_tsan
 	$(FTRACE_ENV) TSAN_OPTIONS=halt_on_error=1 \
-	  ctest --test-dir $(TSAN_DIR) --output-on-failure -L tsan
+	  ctest --test-dir $(TSAN_DIR) --output-on-failure -j $(JOBS) -L tsan
+	$(call stage_end,test-tsan)
 
 # The build type packagers and most users choose (-O3): its optimiser sees
 # what -O0 does not (overlapping copies, -Wrestrict), so it must build
 # clean. Warnings are errors here because this is our compiler; a user's
 # own Release build never has -Werror.
 test-release:
+	$(call stage_begin,test-release)
 	cmake -S . -B $(PKG_DIR) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release \
 	  -DTG_WERROR=ON -DTG_TESTS=OFF -DTG_BENCH=OFF
 	cmake --build $(PKG_DIR) -j $(JOBS)
+	$(call stage_end,test-release)
 
 # The TLS layer on mbedtls alone (-DTG_TLS_LIBCRYPTO=OFF), as small hosts
-# build it: the TLS tests and everything that crosses a relay.
+# build it: the TLS tests and everything that crosses a relay (label
+# mbedtls, tests/CMakeLists.txt), built alone (target tests_mbedtls).
 test-mbedtls-only:
+	$(call stage_begin,test-mbedtls-only)
 	cmake -S . -B $(MBED_DIR) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug \
 	  -DTG_SANITIZE=ON -DTG_TLS_LIBCRYPTO=OFF -DTG_BENCH=OFF -DTG_WERROR=ON
-	cmake --build $(MBED_DIR) -j $(JOBS)
+	cmake --build $(MBED_DIR) -j $(JOBS) --target tests_mbedtls
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --test-dir $(MBED_DIR) --output-on-failure -j $(JOBS) \
-	  -R '^test_(tls|relay|fleet_e2e|cli_e2e)'
+	  ctest --test-dir $(MBED_DIR) --output-on-failure -j $(JOBS) -L mbedtls
+	$(call stage_end,test-mbedtls-only)
 
-# Each target runs on a scratch copy of its corpus, so new inputs found while
-# fuzzing never end up in the tree by accident.
-define run_fuzzers
-	@set -e; for t in $(FUZZ_TARGETS); do \
-	  [ -x $(FUZZ_DIR)/tests/fuzz/$$t ] || { echo "fuzz: $$t not built"; exit 1; }; \
-	  work=$(FUZZ_DIR)/work/$$t; rm -rf $$work; mkdir -p $$work; \
-	  cp tests/fuzz/corpus/$$t/* $$work/; \
-	  echo "fuzz: $$t for $(1)s"; \
-	  if ! $(FUZZ_DIR)/tests/fuzz/$$t -max_total_time=$(1) -print_final_stats=1 \
-	      -artifact_prefix=$(FUZZ_DIR)/ $$work > $(FUZZ_DIR)/$$t.log 2>&1; then \
-	    tail -n 60 $(FUZZ_DIR)/$$t.log; echo "fuzz: $$t FAILED"; exit 1; fi; \
-	  grep -E 'stat::number_of_executed_units' $(FUZZ_DIR)/$$t.log || true; \
-	done
-endef
-
+# Each target on a scratch copy of its corpus, JOBS at a time.
 fuzz-smoke: FORCE_FUZZ_BUILD
-	$(call run_fuzzers,$(FUZZ_SMOKE_SECONDS))
+	sh tests/fuzz/run_fuzzers.sh $(FUZZ_DIR) $(FUZZ_SMOKE_SECONDS) $(JOBS)
+	$(call stage_end,fuzz)
 
 fuzz: FORCE_FUZZ_BUILD
-	$(call run_fuzzers,$(FUZZ_SECONDS))
+	sh tests/fuzz/run_fuzzers.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(JOBS)
 
 # On the ASan build (the harness alone is built): the merge under the
 # sanitizers, trace processor as Perfetto ships it. Findings already in
@@ -220,6 +210,7 @@ fuzz-merge-tp:
 
 .PHONY: FORCE_FUZZ_BUILD
 FORCE_FUZZ_BUILD: deps
+	$(call stage_begin,fuzz)
 	CC=clang cmake -S . -B $(FUZZ_DIR) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug \
 	  -DTG_FUZZ=ON -DTG_TESTS=OFF -DTG_BENCH=OFF -DTG_WERROR=ON
 	cmake --build $(FUZZ_DIR) -j $(JOBS)
