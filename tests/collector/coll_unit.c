@@ -202,6 +202,9 @@ void coll_unit_close(coll_unit_t *u) {
     usleep(1000);
   }
   assert_int_equal(uv_loop_close(&u->loop), 0);
+  /* The symbolize queue (symbols.c), whose job ended with the loop; the
+   * daemon keeps it until it exits. */
+  free(c->symbols);
   for (coll_gen_t *g = c->gens, *next; g; g = next) {
     next = g->next;
     tg_fleet_free(&g->fleet);
