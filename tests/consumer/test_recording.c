@@ -3,7 +3,8 @@
  * by hand, or never acks a stop: a whole session (start, stream, stop,
  * drain, final stats), a refused config, detach then attach and a rebind
  * after the connection went, the deadline of a session whose end
- * never comes, and the reads' pace on a simulated clock. */
+ * never comes, and on a simulated clock the reads' pace and how long a
+ * call has waited. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -531,6 +532,52 @@ static void the_reads_pace_follows_the_recording_clock(void **state) {
   bench_close(&b);
 }
 
+/* How long a call has gone unanswered is counted on the recording's
+ * clock (a fleet host judges its link by it): a statistics call asked at
+ * 1000 ms of a simulated clock has waited exactly what the clock moved
+ * since, whatever the machine's time did, and nothing once answered. */
+static void a_call_waits_on_the_recording_clock(void **state) {
+  enum { PERIOD_MS = 600000, WAITED_MS = 7000 };
+  tg_clock_sim_t sim;
+  tg_clock_sim_init(&sim, 1000);
+  bench_t b;
+  bench_open_smb(&b, *state, "rec.wait", 4, 256, &sim.clock);
+  tg_recording_opts_t o = {.fd = -1, .stream = true,
+                           .read_period_ms = PERIOD_MS,
+                           .first_read_ms = PERIOD_MS};
+  bench_config(&b, &o);
+  assert_int_equal(tg_recording_start(b.r, b.k.c, &o), 0);
+  uv_update_time(&b.loop);
+  uint64_t t0 = uv_now(&b.loop);
+  while (tg_recording_state(b.r) != TG_REC_TRACING &&
+         uv_now(&b.loop) - t0 < WAIT_MS) {
+    bool never = false;
+    run_until(&b.loop, &never, 10);
+  }
+  assert_int_equal(tg_recording_state(b.r), TG_REC_TRACING);
+  assert_int_equal(tg_recording_waiting_ms(b.r, tg_clock_ms(&sim.clock)), 0);
+  /* Asked now; the loop does not run until the clock moved. */
+  tg__rec_stats_now(b.r);
+  assert_int_equal(b.r->rd.stats, TG__STATS_ASKED);
+  tg_clock_sim_advance_ms(&sim, WAITED_MS);
+  assert_int_equal(tg_recording_waiting_ms(b.r, tg_clock_ms(&sim.clock)),
+                   WAITED_MS);
+  uv_update_time(&b.loop);
+  t0 = uv_now(&b.loop);
+  while (b.s.stats < 1 && uv_now(&b.loop) - t0 < WAIT_MS) {
+    bool never = false;
+    run_until(&b.loop, &never, 10);
+  }
+  assert_int_equal(b.s.stats, 1);
+  assert_int_equal(tg_recording_waiting_ms(b.r, tg_clock_ms(&sim.clock)), 0);
+
+  tg_recording_stop(b.r);
+  ack_flush(&b.p);
+  assert_true(run_until(&b.loop, &b.s.ended, WAIT_MS));
+  assert_int_equal(b.s.end_status, 0);
+  bench_close(&b);
+}
+
 /* A first read given beyond the period waits for it (a fleet's start
  * defers it), unless tg_recording_read_first_now() brings it forward; a
  * recording that has read already is not hurried by it. */
@@ -891,6 +938,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(
           the_reads_pace_follows_the_recording_clock, test_service_setup,
           test_service_teardown),
+      cmocka_unit_test_setup_teardown(a_call_waits_on_the_recording_clock,
+                                      test_service_setup,
+                                      test_service_teardown),
       cmocka_unit_test_setup_teardown(
           refused_config_fails_with_the_service_text, test_service_setup,
           test_service_teardown),
