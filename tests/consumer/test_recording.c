@@ -478,6 +478,19 @@ static void wait_reads(bench_t *b, uint64_t reads, size_t n_test) {
   }
 }
 
+/* Polls the loop until the recording traces (WAIT_MS of the loop at
+ * most). */
+static void wait_tracing(bench_t *b) {
+  uv_update_time(&b->loop);
+  uint64_t t0 = uv_now(&b->loop);
+  while (tg_recording_state(b->r) != TG_REC_TRACING &&
+         uv_now(&b->loop) - t0 < WAIT_MS) {
+    bool never = false;
+    run_until(&b->loop, &never, 10);
+  }
+  assert_int_equal(tg_recording_state(b->r), TG_REC_TRACING);
+}
+
 /* The reads' pace follows the recording's clock, a simulated one here:
  * a read that brought less than the target, SPAN_MS of that clock after
  * tracing began, measures the rate over those SPAN_MS (whatever the
@@ -495,14 +508,7 @@ static void the_reads_pace_follows_the_recording_clock(void **state) {
   bench_config(&b, &o);
   assert_int_equal(tg_recording_start(b.r, b.k.c, &o), 0);
   assert_int_equal(raw_producer_wait_started(&b.p, WAIT_MS), 0);
-  uv_update_time(&b.loop);
-  uint64_t t0 = uv_now(&b.loop);
-  while (tg_recording_state(b.r) != TG_REC_TRACING &&
-         uv_now(&b.loop) - t0 < WAIT_MS) {
-    bool never = false;
-    run_until(&b.loop, &never, 10);
-  }
-  assert_int_equal(tg_recording_state(b.r), TG_REC_TRACING);
+  wait_tracing(&b);
   /* The window began at TRACING, at 1000 ms of the clock. */
   assert_int_equal(b.r->rd.rate_since_ms, 1000);
   static char payload[1001];
@@ -547,14 +553,7 @@ static void a_call_waits_on_the_recording_clock(void **state) {
                            .first_read_ms = PERIOD_MS};
   bench_config(&b, &o);
   assert_int_equal(tg_recording_start(b.r, b.k.c, &o), 0);
-  uv_update_time(&b.loop);
-  uint64_t t0 = uv_now(&b.loop);
-  while (tg_recording_state(b.r) != TG_REC_TRACING &&
-         uv_now(&b.loop) - t0 < WAIT_MS) {
-    bool never = false;
-    run_until(&b.loop, &never, 10);
-  }
-  assert_int_equal(tg_recording_state(b.r), TG_REC_TRACING);
+  wait_tracing(&b);
   assert_int_equal(tg_recording_waiting_ms(b.r, tg_clock_ms(&sim.clock)), 0);
   /* Asked now; the loop does not run until the clock moved. */
   tg__rec_stats_now(b.r);
@@ -563,7 +562,7 @@ static void a_call_waits_on_the_recording_clock(void **state) {
   assert_int_equal(tg_recording_waiting_ms(b.r, tg_clock_ms(&sim.clock)),
                    WAITED_MS);
   uv_update_time(&b.loop);
-  t0 = uv_now(&b.loop);
+  uint64_t t0 = uv_now(&b.loop);
   while (b.s.stats < 1 && uv_now(&b.loop) - t0 < WAIT_MS) {
     bool never = false;
     run_until(&b.loop, &never, 10);
