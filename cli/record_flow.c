@@ -428,7 +428,7 @@ void record_begin(record_t *r) {
   uv_signal_init(r->loop, &r->sigterm);
   r->sigterm.data = r;
   uv_signal_start(&r->sigterm, on_sigint, SIGTERM);
-  r->rec = tg_recording_new(r->loop, &rec_cbs, r);
+  r->rec = tg_recording_new(r->loop, &tg_clock_monotonic, &rec_cbs, r);
   if (!r->rec) {
     fail(r, TG_N_SESSION_FAILED, "out of memory");
     return;

@@ -337,7 +337,7 @@ int tg_recording_start(tg_recording_t *r, tg_consumer_t *c,
   r->c = c;
   if (o->hold_reads) tg__rec_set_read(r, TG__READ_HELD);
   tg__rec_set_read_target(r, NULL);
-  r->last_rx_ms = uv_now(r->loop);
+  r->last_rx_ms = tg_clock_ms(r->clock);
   if (!o->attach_key) return enable(r, o);
   if (fd >= 0) close(fd); /* an attached session has its own output */
   rv = tg_consumer_attach(c, r->o.attach_key, on_attached, r);
@@ -436,7 +436,7 @@ int tg_recording_rebind(tg_recording_t *r, tg_consumer_t *c) {
   r->inflight++;
   r->c = c;
   tg__rec_set_binding(r, TG_REC_REATTACHING);
-  r->last_rx_ms = uv_now(r->loop);
+  r->last_rx_ms = tg_clock_ms(r->clock);
   return 0;
 }
 
@@ -448,11 +448,12 @@ static void on_timer_closed(uv_handle_t *h) {
   tg__rec_maybe_release(r);
 }
 
-tg_recording_t *tg_recording_new(uv_loop_t *loop, const tg_recording_cbs_t *cbs,
-                                 void *data) {
+tg_recording_t *tg_recording_new(uv_loop_t *loop, const tg_clock_t *clock,
+                                 const tg_recording_cbs_t *cbs, void *data) {
   tg_recording_t *r = calloc(1, sizeof(*r));
   if (!r) return NULL;
   r->loop = loop;
+  r->clock = clock;
   r->cbs = cbs;
   r->data = data;
   r->state = TG_REC_IDLE;

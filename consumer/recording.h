@@ -34,6 +34,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "common/clock.h"
 #include "consumer/consumer.h"
 #include "pb/config/trace_config.pb-c.h"
 
@@ -208,10 +209,16 @@ typedef struct tg_recording_cbs {
   void (*on_end)(tg_recording_t *r, int status, const char *reason);
 } tg_recording_cbs_t;
 
-/* A recording on |loop| (its timers); |cbs| must outlive it. Returns
- * NULL when out of memory. */
-tg_recording_t *tg_recording_new(uv_loop_t *loop, const tg_recording_cbs_t *cbs,
-                                 void *data);
+/* A recording on |loop| (its timers), whose decisions read |clock|: the
+ * reads' pace (the rate a window of reads measured) and how long a call
+ * has gone unanswered (tg_recording_waiting_ms). |clock| is required, as
+ * for the other engines (clone_read.h): the owner's real one (the loop's,
+ * common/clock_loop.h, or tg_clock_monotonic), a simulated one in tests.
+ * The timers stay the loop's: they only wake the recording, which
+ * decides from its state and |clock|. |clock| and |cbs| must outlive it.
+ * Returns NULL when out of memory. */
+tg_recording_t *tg_recording_new(uv_loop_t *loop, const tg_clock_t *clock,
+                                 const tg_recording_cbs_t *cbs, void *data);
 /* Frees it: its timers close on the loop, which must run on. Calls in
  * flight are ignored when they answer. Safe inside its callbacks. */
 void tg_recording_free(tg_recording_t *r);
@@ -259,8 +266,8 @@ bool tg_recording_ended(const tg_recording_t *r);
 bool tg_recording_deadline_failed(const tg_recording_t *r);
 /* Whether this recording may be resumed after losing its connection. */
 bool tg_recording_resumable(const tg_recording_t *r);
-/* How long a read or stats call has gone unanswered at |now_ms| (loop
- * time); 0 when none is in flight. */
+/* How long a read or stats call has gone unanswered at |now_ms| (a
+ * reading of the recording's clock); 0 when none is in flight. */
 uint64_t tg_recording_waiting_ms(const tg_recording_t *r, uint64_t now_ms);
 /* ReadBuffers calls answered so far (each one whole, or failed, or cut). */
 uint64_t tg_recording_reads(const tg_recording_t *r);

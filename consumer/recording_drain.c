@@ -83,7 +83,7 @@ void tg__rec_stats_now(tg_recording_t *r) {
     return;
   }
   if (tg_consumer_get_trace_stats(r->c, on_tick_stats, r) == 0) {
-    r->last_rx_ms = uv_now(r->loop);
+    r->last_rx_ms = tg_clock_ms(r->clock);
     r->inflight++;
     tg__rec_set_stats(r, TG__STATS_ASKED);
   } else if (r->cbs->on_stats) {
@@ -147,7 +147,7 @@ void tg__rec_set_read_target(tg_recording_t *r,
 
 void tg__rec_pace_begin(tg_recording_t *r) {
   /* The first read brings what came since now: the first window. */
-  r->rd.rate_since_ms = uv_now(r->loop);
+  r->rd.rate_since_ms = tg_clock_ms(r->clock);
   r->rd.rate_bytes = 0;
 }
 
@@ -161,7 +161,7 @@ void tg__rec_pace_begin(tg_recording_t *r) {
  * window of reads measured, and at the latest at the period. */
 static void pace_reads(tg_recording_t *r) {
   tg__rec_reader_t *rd = &r->rd;
-  uint64_t now = uv_now(r->loop);
+  uint64_t now = tg_clock_ms(r->clock);
   rd->rate_bytes += rd->read_bytes;
   uint64_t span = now - rd->rate_since_ms;
   if (span >= RATE_WINDOW_MS) {
@@ -246,7 +246,7 @@ void tg__rec_read_now(tg_recording_t *r) {
     tg__rec_fail(r, rv, "cannot read the trace: %s", tg_strerror(rv));
     return;
   }
-  if (rd->stats != TG__STATS_ASKED) r->last_rx_ms = uv_now(r->loop);
+  if (rd->stats != TG__STATS_ASKED) r->last_rx_ms = tg_clock_ms(r->clock);
   r->inflight++;
   tg__rec_set_read(r, TG__READ_BUSY);
 }

@@ -47,7 +47,7 @@ bool tg__rec_answer(tg_recording_t *r, tg_consumer_t *c) {
   }
   if (c != r->c || tg__rec_is_over(r) || r->state == TG_REC_FAILING)
     return false;
-  r->last_rx_ms = uv_now(r->loop);
+  r->last_rx_ms = tg_clock_ms(r->clock);
   return true;
 }
 

@@ -107,7 +107,7 @@ typedef struct tg__rec_reader {
    * last window (>= RATE_WINDOW_MS) brought, and at the latest after
    * the period. */
   uint64_t read_target;
-  uint64_t rate_since_ms, rate_bytes; /* the window so far */
+  uint64_t rate_since_ms, rate_bytes; /* the window so far (r->clock) */
   double rate_per_ms;                 /* of the last whole window; 0: none */
   /* One reassembler for the whole recording (a packet a lost link cut in
    * two is completed by the replay), and the ReadBuffers replies received
@@ -125,6 +125,7 @@ typedef struct tg__rec_reader {
 
 struct tg_recording {
   uv_loop_t *loop;
+  const tg_clock_t *clock; /* borrowed: every time a decision reads */
   const tg_recording_cbs_t *cbs;
   void *data;
   tg_rec_state_t state;     /* written only by tg__rec_set_state() */
@@ -142,7 +143,7 @@ struct tg_recording {
   bool deadline_failed; /* FAILED: the session did not end by its deadline */
 
   tg__rec_reader_t rd;
-  uint64_t last_rx_ms; /* the last answer on the current connection */
+  uint64_t last_rx_ms; /* the last answer on the current connection (clock) */
 
   /* Memory: tg_recording_free() marks it freed; it goes once no consumer
    * call and no timer can reach it any more. */

@@ -64,7 +64,7 @@ static void on_timer_closed(uv_handle_t *h) {
   tg_relay_bridge_t *b = h->data;
   tg_relay_env_t *env = b->env;
   close_seg(b, false); /* the client is gone */
-  if (b->win) tg_replay_release(env->replay, b->win, uv_now(env->loop));
+  if (b->win) tg_replay_release(env->replay, b->win, tg_clock_ms(env->clock));
   tg_list_remove(&b->node);
   env->n_bridges--;
   tg_tls_chan_free(b->tls);
@@ -81,7 +81,7 @@ void tg__bridge_maybe_free(tg_relay_bridge_t *b) {
   tg__bridge_set_state(b, B_FREEING, "both transports closed");
   if (b->authorized) {
     const tg_relay_filter_stats_t *st = &b->filter.stats;
-    uint64_t secs = (uv_now(b->env->loop) - b->opened_ms) / 1000;
+    uint64_t secs = (tg_clock_ms(b->env->clock) - b->opened_ms) / 1000;
     TG_INFO("%s %s@%s: closed after %" PRIu64 " s: %s (frames in %" PRIu64
             " out %" PRIu64 ", denied %" PRIu64 ", dropped %" PRIu64
             "; replay window: %" PRIu64 " replies kept compressed, %" PRIu64
@@ -277,7 +277,7 @@ static bool keep_compressed(tg_relay_bridge_t *b, const uint8_t *payload,
  * there). */
 static void take_window(tg_relay_bridge_t *b) {
   if (!b->env->replay) return;
-  uint64_t now = uv_now(b->env->loop);
+  uint64_t now = tg_clock_ms(b->env->clock);
   close_seg(b, true); /* the old key's segment ends with its window */
   if (b->win) tg_replay_release(b->env->replay, b->win, now);
   char ns[TG_AUTHZ_IDENTITY_MAX + TG_RELAY_SESSION_KEY_MAX + 2];
@@ -373,7 +373,7 @@ static void report(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
   if (!v->audit) return;
   if (!v->allowed) {
     uint64_t held = 0;
-    if (!tg_relay_audit_limit_take(&b->deny_limit, uv_now(b->env->loop),
+    if (!tg_relay_audit_limit_take(&b->deny_limit, tg_clock_ms(b->env->clock),
                                    &held))
       return; /* counted, reported with the next line written */
     audit_suppressed(b, held);

@@ -42,6 +42,7 @@
 #include "relay/replay_window.h"
 #include "tls/session.h"
 #include "tls/transport.h"
+#include "common/clock.h"
 #include "common/list.h"
 #include "common/notice.h"
 
@@ -51,6 +52,12 @@ typedef struct tg_relay_bridge tg_relay_bridge_t;
  * must keep it valid while any bridge lives. */
 typedef struct tg_relay_env {
   uv_loop_t *loop;
+  /* What the bridges' decisions read (common/clock.h): a bridge's age
+   * (evicting unverified handshakes, the closing line), the audit lines'
+   * budgets, when a replay window was taken and let go. Required: the
+   * loop's clock in main.c (common/clock_loop.h), a simulated one in
+   * tests. Timers (idle, detach) stay the loop's. Borrowed. */
+  const tg_clock_t *clock;
   const char *consumer_socket;
   /* The current authorization table; the owner swaps it on reload. Roles
    * are looked up per call. Not used in --stdio mode. */

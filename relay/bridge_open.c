@@ -25,7 +25,7 @@
 static bool refusal_line_due(tg_relay_env_t *env, tg_relay_audit_limit_t *l,
                              const char *budget, const char *whom) {
   uint64_t held = 0;
-  if (!tg_relay_audit_limit_take(l, uv_now(env->loop), &held)) return false;
+  if (!tg_relay_audit_limit_take(l, tg_clock_ms(env->clock), &held)) return false;
   if (held) {
     TG_WARN("%" PRIu64 " more lines about refusals of %s suppressed (at "
             "most %d a second after %d)", held, whom, TG_AUDIT_DENIALS_PER_S,
@@ -66,7 +66,7 @@ size_t tg_relay_bridge_live(const tg_relay_env_t *env) {
 bool tg_relay_bridge_evict_unverified(tg_relay_env_t *env,
                                       uint64_t min_age_ms) {
   if (min_age_ms == 0) return false;
-  uint64_t now = uv_now(env->loop);
+  uint64_t now = tg_clock_ms(env->clock);
   /* The list is in accept order: the first unverified one is the oldest. */
   for (tg_list_t *it = env->bridges.next; it != &env->bridges; it = it->next) {
     tg_relay_bridge_t *b = TG_CONTAINER_OF(it, tg_relay_bridge_t, node);
@@ -96,7 +96,7 @@ static tg_relay_bridge_t *bridge_new(tg_relay_env_t *env) {
   tg_buf_init(&b->up_out, 0);
   uv_timer_init(env->loop, &b->timer);
   b->timer.data = b;
-  b->opened_ms = uv_now(env->loop);
+  b->opened_ms = tg_clock_ms(env->clock);
   tg_list_insert_tail(&env->bridges, &b->node);
   env->n_bridges++;
   return b;
@@ -196,7 +196,7 @@ static void admit_without_service(tg_relay_bridge_t *b, tg_authz_role_t role,
   tg__bridge_set_state(b, B_NO_SERVICE, why);
   b->authorized = true;
   b->env->accepted++;
-  b->opened_ms = uv_now(b->env->loop);
+  b->opened_ms = tg_clock_ms(b->env->clock);
   start_filter(b);
   tg_relay_filter_set_service_down(&b->filter);
   TG_DEBUG("%s@%s: answering as role %s for the relay's own service only",
@@ -226,7 +226,7 @@ static void admit(tg_relay_bridge_t *b, tg_authz_role_t role) {
   tg__bridge_set_state(b, B_OPEN, "admitted");
   b->authorized = true;
   b->env->accepted++;
-  b->opened_ms = uv_now(b->env->loop);
+  b->opened_ms = tg_clock_ms(b->env->clock);
   start_filter(b);
   /* Operators (and tests) tell an abbreviated TLS handshake by this word. */
   const char *tls = !b->tls ? "" : tg_tls_chan_resumed(b->tls)

@@ -16,6 +16,7 @@
 #include "ipc/channel.h"
 #include "ipc/net_addr.h"
 #include "ipc/net_addr_listen.h"
+#include "common/clock_loop.h"
 #include "common/identity.h"
 #include "relay/audit.h"
 #include "auth/authz.h"
@@ -42,6 +43,7 @@ typedef struct relay {
   bool stopping;
   bool signals_closed;
   tg_relay_env_t env;
+  tg_clock_t clock; /* the loop's: what env.clock points at */
   tg_tls_config_t *tls;
   tg_tls_chan_opts_t chan_opts;
   tg_authz_t *authz;
@@ -414,6 +416,8 @@ int main(int argc, char **argv) {
   r.chan_opts.dead_link_timeout_s = (uint32_t)dead_link_s;
   tg_relay_env_init(&r.env);
   r.env.loop = r.loop;
+  tg_clock_loop_init(&r.clock, r.loop);
+  r.env.clock = &r.clock;
   r.env.consumer_socket = consumer_socket;
   r.env.authz = r.authz;
   r.env.audit = r.audit;

@@ -1,7 +1,9 @@
 /* The daemon's clocks (clock.c), below every other file of the daemon:
- * the catalog's wall-clock milliseconds and the loop's monotonic time
- * that its decisions read (common/clock.h; a simulated one in tests,
- * coll_test.h). Calls nothing of the daemon's.
+ * one tg_clock_t (common/clock.h) that its decisions read on the loop,
+ * the loop's own (common/clock_loop.h) or a simulated one in tests
+ * (coll_test.h), giving both its monotonic time and the wall-clock
+ * milliseconds of what it writes down as dates; and the clock its work on
+ * pool threads reads (c->work_clock). Calls nothing of the daemon's.
  */
 #ifndef TRACEGATE_COLLECTOR_DAEMON_CLOCK_H
 #define TRACEGATE_COLLECTOR_DAEMON_CLOCK_H
@@ -11,11 +13,12 @@
 
 typedef struct coll coll_t;
 
-/* c->clock becomes the time of |loop| (c->loop_clock): coll_prepare's
- * first step. */
+/* c->clock becomes the time of |loop| (c->loop_clock), c->work_clock
+ * tg_clock_monotonic: coll_prepare's first step. */
 void coll_clock_init(coll_t *c, uv_loop_t *loop);
-/* Epoch milliseconds (the catalog's times). */
-int64_t coll_now_ms(void);
+/* Epoch milliseconds from c->clock: a date written down (a host's state
+ * "since"), never a span. */
+int64_t coll_wall_ms(const coll_t *c);
 /* The daemon's monotonic milliseconds: c->clock, the loop's time
  * (uv_now, no syscall) unless a test set its own clock (coll_test.h). The
  * trigger budgets and the coalescing window (trigger.c), a snapshot's

@@ -306,7 +306,11 @@ struct coll {
    * coll_prepare, a simulated one in tests (coll_test.h). Handed to the
    * HTTP servers too. */
   const tg_clock_t *clock;
-  tg_clock_t loop_clock; /* uv_now / uv_hrtime of |loop| */
+  tg_clock_t loop_clock; /* uv_now / uv_hrtime of |loop| (clock_loop.h) */
+  /* What work on a pool thread reads (the symbolize deadline, symbols.c),
+   * which must not read the loop's: tg_clock_monotonic from coll_prepare,
+   * one of the test's (coll_test.h). */
+  const tg_clock_t *work_clock;
   /* "ready PORT\n" once listening, "ready PORT health PORT\n" with
    * health_listen; 0: none */
   int ready_fd;

@@ -112,7 +112,7 @@ coll_host_state_t coll_host_state_of(tg_link_state_t link, bool has_rec,
 
 /* The only writer of h->state; |since_ms| moves only on a change. */
 static void set_state(coll_host_t *h, coll_host_state_t st, const char *why) {
-  if (h->state != st) h->since_ms = coll_now_ms();
+  if (h->state != st) h->since_ms = coll_wall_ms(h->c);
   h->state = st;
   snprintf(h->why, sizeof(h->why), "%s", why ? why : "");
 }

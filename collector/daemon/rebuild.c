@@ -10,6 +10,7 @@
 
 #include "collector/daemon/coll.h"
 #include "collector/snapshot_id.h"
+#include "common/clock.h"
 #include "common/flags.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -40,7 +41,9 @@ static void on_one(void *ctx, uint64_t i, uint64_t total, uint64_t id,
       p->left_out++;
     }
   }
-  int64_t now = coll_now_ms();
+  /* A span (a line a second at most), in a command without a loop: the
+   * monotonic clock, not the wall's. */
+  int64_t now = (int64_t)tg_clock_ms(&tg_clock_monotonic);
   if (i == total || now - p->last_ms >= 1000) {
     fprintf(stderr, COLL_PROG ": rebuild: %llu of %llu snapshots\n",
             (unsigned long long)i, (unsigned long long)total);
@@ -63,7 +66,7 @@ int coll_rebuild(coll_t *c, tg_coll_config_t *cfg) {
     tg_coll_config_free(&c->cfg);
     return TG_EXIT_FAIL;
   }
-  progress_t p = {.named = json_array(), .last_ms = coll_now_ms()};
+  progress_t p = {.named = json_array(), .last_ms = (int64_t)tg_clock_ms(&tg_clock_monotonic)};
   tg_coll_rebuild_t r;
   int err = tg_coll_store_rebuild(c->store, on_one, &p, &r);
   char max_id[TG_COLL_ID_STRLEN] = "", max_unreserved[TG_COLL_ID_STRLEN] = "";

@@ -441,8 +441,9 @@ static void start_next(coll_t *c) {
     j->o.stats = &j->stats;
     j->o.cancel = &q->stop;
     /* The work runs on a pool thread, which must not read the loop's
-     * clock (c->clock): the monotonic clock, read anew at each packet. */
-    j->o.clock = &tg_clock_monotonic;
+     * clock (c->clock): the daemon's clock for that (c->work_clock, the
+     * monotonic one outside tests), read anew at each packet. */
+    j->o.clock = c->work_clock;
     j->o.deadline_ns = tg_clock_ns(j->o.clock) +
                        (uint64_t)cfg->symbolize_timeout_ms * 1000000u;
     j->work.data = j;

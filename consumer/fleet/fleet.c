@@ -4,12 +4,14 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "common/clock_loop.h"
 #include "consumer/fleet/host_internal.h"
 
 static const struct tg__fleet_hooks fleet_hooks;
 
 int tg_fleet_init(tg_fleet_t *f) {
   f->hooks = &fleet_hooks;
+  tg_clock_loop_init(&f->clock, f->loop);
   f->hosts = calloc(f->n ? f->n : 1, sizeof(*f->hosts));
   if (!f->hosts) return -ENOMEM;
   tg_fleet_admit_init(&f->admit, f->n, 0, 0);

@@ -780,7 +780,7 @@ int tg_fleet_host_init(tg_fleet_t *fleet, tg_fleet_host_t *h, size_t index,
                          .heartbeat_max_ms = fleet->o.heartbeat_max_ms};
   tg_link_init(&h->e->link, &tm, name, on_link_state, h);
   report_link(h);
-  h->e->rec = tg_recording_new(fleet->loop, &rec_cbs, h);
+  h->e->rec = tg_recording_new(fleet->loop, &fleet->clock, &rec_cbs, h);
   return h->e->rec ? 0 : -ENOMEM;
 }
 

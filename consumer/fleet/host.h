@@ -221,6 +221,10 @@ struct tg_fleet {
   bool starting; /* inside tg_fleet_start: a nested call returns at once */
   /* Set by tg_fleet_init: how the hosts tell the admission (fleet.c). */
   const struct tg__fleet_hooks *hooks;
+  /* Set by tg_fleet_init: the loop's clock (common/clock_loop.h), which
+   * the hosts' decisions and their recordings read alike, so that a
+   * recording's waiting time and the host's "now" are one time. */
+  tg_clock_t clock;
 };
 
 /* The fleet's admission (fleet.c). Every host stays valid (registered in

@@ -71,7 +71,7 @@ struct tg__fleet_engine {
 };
 
 static inline uint64_t tg__fleet_now(const tg_fleet_host_t *h) {
-  return uv_now(h->fleet->loop);
+  return tg_clock_ms(&h->fleet->clock);
 }
 
 

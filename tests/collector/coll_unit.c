@@ -30,6 +30,11 @@ static uint64_t unit_clock_ns(const tg_clock_t *k) {
   return unit_clock_ms(k) * 1000000;
 }
 
+/* The wall moves with now_ms, from a date far from the epoch. */
+static uint64_t unit_clock_wall_ms(const tg_clock_t *k) {
+  return COLL_UNIT_WALL_START_MS + unit_clock_ms(k);
+}
+
 void coll_unit_hosts(coll_unit_t *u, size_t n) {
   assert_true(n <= COLL_UNIT_HOSTS_MAX);
   start_hosts(u->h, n);
@@ -73,7 +78,8 @@ void coll_unit_open(coll_unit_t *u, size_t n_inventory, const char *extra,
     fail_msg("the config: %s", err);
   assert_int_equal(coll_prepare(&u->c, &u->loop, &cfg), 0);
   u->clock = (tg_clock_t){
-      .now_ms = unit_clock_ms, .now_ns = unit_clock_ns, .ctx = u};
+      .now_ms = unit_clock_ms, .now_ns = unit_clock_ns,
+      .now_wall_ms = unit_clock_wall_ms, .ctx = u};
   coll_set_clock_for_test(&u->c, &u->clock);
   tg_list_init(&u->c.api.waiters);
   tg_coll_store_config_t sc = {.dir = u->c.cfg.store};
@@ -196,6 +202,9 @@ void coll_unit_close(coll_unit_t *u) {
     usleep(1000);
   }
   assert_int_equal(uv_loop_close(&u->loop), 0);
+  /* The symbolize queue (symbols.c), whose job ended with the loop; the
+   * daemon keeps it until it exits. */
+  free(c->symbols);
   for (coll_gen_t *g = c->gens, *next; g; g = next) {
     next = g->next;
     tg_fleet_free(&g->fleet);

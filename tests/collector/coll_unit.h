@@ -27,12 +27,14 @@
 #include "collector/daemon/trigger.h"
 
 #define COLL_UNIT_HOSTS_MAX 3
+/* The daemon's wall reading (coll_wall_ms) at now_ms 0. */
+#define COLL_UNIT_WALL_START_MS 1700000000000ll
 
 typedef struct coll_unit {
   uv_loop_t loop;
   coll_t c;
   int64_t now_ms; /* the daemon's clock (coll_loop_ms) */
-  tg_clock_t clock; /* reads now_ms */
+  tg_clock_t clock; /* reads now_ms; its wall COLL_UNIT_WALL_START_MS + now_ms */
   /* The ring's flush_timeout_ms, set before coll_unit_open (0: 300): how
    * long a clone waits for producers that do not answer its flush. */
   uint32_t flush_timeout_ms;

@@ -3,7 +3,8 @@
  * coll_host_in_group(): every host of the inventory holds a ring under a
  * key of its own, a reload keeps, adds and removes hosts (and frees the
  * removed ones), a file that does not parse changes nothing, a host that
- * cannot be reached fails with its reason and is started again.
+ * cannot be reached fails with its reason and is started again, a
+ * state's date is the daemon's clock's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -153,12 +154,36 @@ static void an_unreachable_host_fails_and_starts_again(void **state) {
   coll_unit_close(&u);
 }
 
+/* A host's state says since when on the daemon's clock (its wall
+ * reading, coll_wall_ms), not the machine's: the date of each change,
+ * and none while the state stays. */
+static void a_state_is_dated_by_the_daemon_clock(void **state) {
+  (void)state;
+  coll_unit_t u = {0};
+  coll_unit_hosts(&u, 1);
+  coll_unit_open(&u, 1, NULL, NULL, false);
+  u.now_ms += 5000;
+  assert_int_equal(coll_hosts_start(&u.c), 0);
+  coll_host_t *a = u.c.hosts[0];
+  assert_int_equal(a->state, COLL_HOST_CONNECTING);
+  u.now_ms += 7000;
+  coll_unit_wait_host(&u, u.h[0].spec, COLL_HOST_TRACING, false);
+  assert_int_equal(a->since_ms, COLL_UNIT_WALL_START_MS + u.now_ms);
+  int64_t since = a->since_ms;
+  u.now_ms += 60000;
+  coll_unit_run_for(&u, 100);
+  assert_int_equal(a->state, COLL_HOST_TRACING);
+  assert_int_equal(a->since_ms, since);
+  coll_unit_close(&u);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FLEET_TEST(every_host_traces_under_a_key_of_its_own),
       FLEET_TEST(a_reload_keeps_adds_and_removes),
       FLEET_TEST(an_inventory_that_does_not_parse_changes_nothing),
       FLEET_TEST(an_unreachable_host_fails_and_starts_again),
+      FLEET_TEST(a_state_is_dated_by_the_daemon_clock),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }

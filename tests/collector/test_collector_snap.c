@@ -3,13 +3,16 @@
  * tracing ones), what each host's failure says and costs the others (a
  * host past its cap, a host silent for clone_timeout on the daemon's
  * clock, a host that trickles under clone_min_rate, a cut), the view the
- * trigger policy gets, and the cap on snapshots under way. Outcomes are
+ * trigger policy gets, the cap on snapshots under way, and the
+ * symbolize deadline on the daemon's clock for pool work. Outcomes are
  * read from the store's rows. Through all of them, no host state change
  * is one snap_host.h's table refuses; the table itself is checked as the
  * header writes it out.
  */
 #include <errno.h>
+#include <jansson.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -19,6 +22,8 @@
 #include <cmocka.h>
 
 #include "coll_unit.h"
+#include "collector/daemon/coll_test.h"
+#include "collector/daemon/symbols.h"
 #include "collector/daemon/snap_host.h"
 #include "test_notice.h"
 #include "test_proc.h"
@@ -401,6 +406,70 @@ static void the_host_table_is_snap_host_h_s(void **state) {
   assert_string_equal(coll_sh_state_name(COLL_SH_STATE_COUNT), "?");
 }
 
+/* A clock for work on a pool thread that moves by |step_ns| at each
+ * reading: the job's second reading of its clock is already past a
+ * deadline of |step_ns| from its first, however fast the machine. */
+typedef struct step_clock {
+  tg_clock_t clock;
+  _Atomic uint64_t ns;
+  uint64_t step_ns;
+  _Atomic unsigned reads;
+} step_clock_t;
+
+static uint64_t step_ns(const tg_clock_t *k) {
+  step_clock_t *sc = k->ctx;
+  atomic_fetch_add(&sc->reads, 1);
+  return atomic_fetch_add(&sc->ns, sc->step_ns) + sc->step_ns;
+}
+
+static uint64_t step_ms(const tg_clock_t *k) { return step_ns(k) / 1000000u; }
+
+static uint64_t step_wall_ms(const tg_clock_t *k) {
+  (void)k;
+  return TG_CLOCK_SIM_WALL_START_MS;
+}
+
+/* Whether the symbolize job of |arg| (a snapshot id) ended. */
+static bool symbolized(coll_unit_t *u, void *arg) {
+  json_t *j = coll_symbols_json(&u->c, *(uint64_t *)arg);
+  const char *st = json_string_value(json_object_get(j, "state"));
+  bool over = st && (!strcmp(st, "failed") || !strcmp(st, "done"));
+  json_decref(j);
+  return over;
+}
+
+/* The symbolize deadline (symbolize_timeout) reads the daemon's clock for
+ * pool work (coll_t.work_clock): once that clock passed it, the job gives
+ * up and says so in the snapshot's symbols state, with no time spent. */
+static void symbolize_gives_up_past_its_deadline_on_the_daemons_clock(
+    void **state) {
+  (void)state;
+  enum { TIMEOUT_S = 600 };
+  coll_unit_t u = {0};
+  coll_unit_hosts(&u, 1);
+  char extra[96];
+  snprintf(extra, sizeof(extra), "symbolize = local\nsymbolize_timeout = %ds\n",
+           TIMEOUT_S);
+  up(&u, 1, extra, NULL);
+  step_clock_t sc = {.step_ns = (uint64_t)TIMEOUT_S * 1000000000u};
+  sc.clock = (tg_clock_t){.now_ms = step_ms, .now_ns = step_ns,
+                          .now_wall_ms = step_wall_ms, .ctx = &sc};
+  coll_set_work_clock_for_test(&u.c, &sc.clock);
+  done_t d = {0};
+  tg_coll_host_t hosts[1];
+  size_t n;
+  assert_int_equal(snap_stored(&u, "all", &d, hosts, 1, &n), TG_COLL_COMPLETE);
+  coll_unit_wait(&u, symbolized, &d.id);
+  json_t *j = coll_symbols_json(&u.c, d.id);
+  assert_string_equal(json_string_value(json_object_get(j, "state")), "failed");
+  assert_string_equal(json_string_value(json_object_get(j, "why")),
+                      "out of time (symbolize_timeout)");
+  json_decref(j);
+  /* The deadline taken, then one look at it: nothing read past it. */
+  assert_int_equal(atomic_load(&sc.reads), 2);
+  coll_unit_close(&u);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FLEET_TEST(a_snapshot_clones_the_hosts_of_its_group_only),
@@ -409,6 +478,7 @@ int main(void) {
       FLEET_TEST(ftrace_overruns_are_a_hosts_loss),
       FLEET_TEST(a_host_whose_ftrace_did_not_start_is_partial),
       FLEET_TEST(clone_timeout_counts_on_the_daemons_clock),
+      FLEET_TEST(symbolize_gives_up_past_its_deadline_on_the_daemons_clock),
       FLEET_TEST(a_host_that_trickles_fails_at_the_rate_floor),
       FLEET_TEST(the_policy_sees_what_is_to_come_and_a_cut_ends_all),
       cmocka_unit_test(the_host_table_is_snap_host_h_s),

@@ -2,8 +2,9 @@
  * with a raw producer (tests/support) that commits packets, acks flushes
  * by hand, or never acks a stop: a whole session (start, stream, stop,
  * drain, final stats), a refused config, detach then attach and a rebind
- * after the connection went, and the deadline of a session whose end
- * never comes. */
+ * after the connection went, the deadline of a session whose end
+ * never comes, and on a simulated clock the reads' pace and how long a
+ * call has waited. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,7 +15,8 @@
 
 #include <cmocka.h>
 
-#include "consumer/recording.h"
+#include "common/clock.h"
+#include "consumer/recording_internal.h"
 #include "pb/ipc/producer_port.pb-c.h"
 #include "test_notice.h"
 #include "test_service.h"
@@ -232,7 +234,7 @@ static void bench_open(bench_t *b, const test_service_t *ts, const char *produce
   }
   uv_loop_init(&b->loop);
   connect_to(&b->k, &b->loop, ts);
-  b->r = tg_recording_new(&b->loop, &rec_cbs, &b->s);
+  b->r = tg_recording_new(&b->loop, &tg_clock_monotonic, &rec_cbs, &b->s);
   assert_non_null(b->r);
   simple_cfg_init(&b->sc, 256, 1, "rec.ds");
 }
@@ -327,10 +329,11 @@ static void connection_lost_while_freeing_is_done_not_freed(void **state) {
 }
 
 /* A world whose producer has an SMB of |pages| 4 KiB pages, and whose
- * config has one buffer of |ring_kb|. */
+ * config has one buffer of |ring_kb|; the recording reads |clock| (NULL:
+ * the machine's, tg_clock_monotonic). */
 static void bench_open_smb(bench_t *b, const test_service_t *ts,
                            const char *producer, unsigned pages,
-                           uint32_t ring_kb) {
+                           uint32_t ring_kb, const tg_clock_t *clock) {
   memset(b, 0, sizeof(*b));
   assert_int_equal(
       raw_producer_connect(&b->p, ts, producer, "rec.ds", 4, pages * 4, false),
@@ -338,7 +341,8 @@ static void bench_open_smb(bench_t *b, const test_service_t *ts,
   b->has_p = true;
   uv_loop_init(&b->loop);
   connect_to(&b->k, &b->loop, ts);
-  b->r = tg_recording_new(&b->loop, &rec_cbs, &b->s);
+  b->r = tg_recording_new(&b->loop, clock ? clock : &tg_clock_monotonic,
+                          &rec_cbs, &b->s);
   assert_non_null(b->r);
   simple_cfg_init(&b->sc, ring_kb, 1, "rec.ds");
 }
@@ -375,7 +379,7 @@ static uint64_t commit_round(bench_t *b, unsigned round, unsigned pages,
 static void a_large_read_is_followed_at_once(void **state) {
   enum { PERIOD_MS = 1500, PAGES = 16, ROUNDS = 24, PAYLOAD = 3800 };
   bench_t b;
-  bench_open_smb(&b, *state, "rec.big", PAGES, 4096);
+  bench_open_smb(&b, *state, "rec.big", PAGES, 4096, NULL);
   tg_recording_opts_t o = {.fd = -1, .stream = true, .read_period_ms = PERIOD_MS,
                            .first_read_ms = PERIOD_MS};
   bench_config(&b, &o);
@@ -429,7 +433,7 @@ static void a_large_read_is_followed_at_once(void **state) {
 static void reads_keep_pace_with_a_source_faster_than_the_period(void **state) {
   enum { PERIOD_MS = 5000, PAGES = 16, ROUNDS = 150, PAYLOAD = 3800 };
   bench_t b;
-  bench_open_smb(&b, *state, "rec.pace", PAGES, 1024); /* a 1 MiB ring */
+  bench_open_smb(&b, *state, "rec.pace", PAGES, 1024, NULL); /* 1 MiB ring */
   tg_recording_opts_t o = {.fd = -1, .stream = true, .read_period_ms = PERIOD_MS};
   bench_config(&b, &o);
   assert_int_equal(tg_recording_start(b.r, b.k.c, &o), 0);
@@ -459,6 +463,117 @@ static void reads_keep_pace_with_a_source_faster_than_the_period(void **state) {
   print_message("%u chunks in %llu ms (period %u ms): %zu read, %llu "
                 "overwritten\n", ROUNDS * PAGES, (unsigned long long)took,
                 PERIOD_MS, b.s.n_test, (unsigned long long)b.s.overwritten);
+  bench_close(&b);
+}
+
+/* Polls the loop until |r| answered |reads| reads and |s| holds |n_test|
+ * test packets, or WAIT_MS of the loop went by. */
+static void wait_reads(bench_t *b, uint64_t reads, size_t n_test) {
+  uv_update_time(&b->loop);
+  uint64_t t0 = uv_now(&b->loop);
+  while ((tg_recording_reads(b->r) < reads || b->s.n_test < n_test) &&
+         uv_now(&b->loop) - t0 < WAIT_MS) {
+    bool never = false;
+    run_until(&b->loop, &never, 10);
+  }
+}
+
+/* Polls the loop until the recording traces (WAIT_MS of the loop at
+ * most). */
+static void wait_tracing(bench_t *b) {
+  uv_update_time(&b->loop);
+  uint64_t t0 = uv_now(&b->loop);
+  while (tg_recording_state(b->r) != TG_REC_TRACING &&
+         uv_now(&b->loop) - t0 < WAIT_MS) {
+    bool never = false;
+    run_until(&b->loop, &never, 10);
+  }
+  assert_int_equal(tg_recording_state(b->r), TG_REC_TRACING);
+}
+
+/* The reads' pace follows the recording's clock, a simulated one here:
+ * a read that brought less than the target, SPAN_MS of that clock after
+ * tracing began, measures the rate over those SPAN_MS (whatever the
+ * machine's time did meanwhile), and the next read is due when the
+ * target should be waiting at that rate, long before the period. */
+static void the_reads_pace_follows_the_recording_clock(void **state) {
+  enum { PERIOD_MS = 600000, SPAN_MS = 100, PAGES = 16, ROUND_PAGES = 2 };
+  tg_clock_sim_t sim;
+  tg_clock_sim_init(&sim, 1000);
+  bench_t b;
+  bench_open_smb(&b, *state, "rec.clock", PAGES, 1024, &sim.clock);
+  tg_recording_opts_t o = {.fd = -1, .stream = true,
+                           .read_period_ms = PERIOD_MS,
+                           .first_read_ms = PERIOD_MS};
+  bench_config(&b, &o);
+  assert_int_equal(tg_recording_start(b.r, b.k.c, &o), 0);
+  assert_int_equal(raw_producer_wait_started(&b.p, WAIT_MS), 0);
+  wait_tracing(&b);
+  /* The window began at TRACING, at 1000 ms of the clock. */
+  assert_int_equal(b.r->rd.rate_since_ms, 1000);
+  static char payload[1001];
+  memset(payload, 'c', 1000);
+  commit_round(&b, 0, ROUND_PAGES, payload); /* answered: in the buffer */
+  tg_clock_sim_advance_ms(&sim, SPAN_MS);
+  tg_recording_read_first_now(b.r);
+  wait_reads(&b, 1, ROUND_PAGES);
+  assert_int_equal(tg_recording_reads(b.r), 1);
+  assert_int_equal(b.s.n_test, ROUND_PAGES);
+  /* Every byte the read brought (the service's packets too) over the
+   * clock's SPAN_MS; the next window starts at the clock's now. */
+  uint64_t bytes = b.s.packet_bytes;
+  assert_true(bytes > 0 && bytes < b.r->rd.read_target);
+  assert_true(b.r->rd.rate_per_ms == (double)bytes / (double)SPAN_MS);
+  assert_int_equal(b.r->rd.rate_since_ms, 1000 + SPAN_MS);
+  /* The next read: due at the target over that rate, not at the period
+   * (the timer's due only shrinks as the machine's time goes). */
+  uint64_t due = (uint64_t)((double)b.r->rd.read_target / b.r->rd.rate_per_ms);
+  assert_true(due < PERIOD_MS);
+  assert_true(uv_timer_get_due_in(&b.r->reader) <= due);
+
+  tg_recording_stop(b.r);
+  ack_flush(&b.p);
+  assert_true(run_until(&b.loop, &b.s.ended, WAIT_MS));
+  assert_int_equal(b.s.end_status, 0);
+  bench_close(&b);
+}
+
+/* How long a call has gone unanswered is counted on the recording's
+ * clock (a fleet host judges its link by it): a statistics call asked at
+ * 1000 ms of a simulated clock has waited exactly what the clock moved
+ * since, whatever the machine's time did, and nothing once answered. */
+static void a_call_waits_on_the_recording_clock(void **state) {
+  enum { PERIOD_MS = 600000, WAITED_MS = 7000 };
+  tg_clock_sim_t sim;
+  tg_clock_sim_init(&sim, 1000);
+  bench_t b;
+  bench_open_smb(&b, *state, "rec.wait", 4, 256, &sim.clock);
+  tg_recording_opts_t o = {.fd = -1, .stream = true,
+                           .read_period_ms = PERIOD_MS,
+                           .first_read_ms = PERIOD_MS};
+  bench_config(&b, &o);
+  assert_int_equal(tg_recording_start(b.r, b.k.c, &o), 0);
+  wait_tracing(&b);
+  assert_int_equal(tg_recording_waiting_ms(b.r, tg_clock_ms(&sim.clock)), 0);
+  /* Asked now; the loop does not run until the clock moved. */
+  tg__rec_stats_now(b.r);
+  assert_int_equal(b.r->rd.stats, TG__STATS_ASKED);
+  tg_clock_sim_advance_ms(&sim, WAITED_MS);
+  assert_int_equal(tg_recording_waiting_ms(b.r, tg_clock_ms(&sim.clock)),
+                   WAITED_MS);
+  uv_update_time(&b.loop);
+  uint64_t t0 = uv_now(&b.loop);
+  while (b.s.stats < 1 && uv_now(&b.loop) - t0 < WAIT_MS) {
+    bool never = false;
+    run_until(&b.loop, &never, 10);
+  }
+  assert_int_equal(b.s.stats, 1);
+  assert_int_equal(tg_recording_waiting_ms(b.r, tg_clock_ms(&sim.clock)), 0);
+
+  tg_recording_stop(b.r);
+  ack_flush(&b.p);
+  assert_true(run_until(&b.loop, &b.s.ended, WAIT_MS));
+  assert_int_equal(b.s.end_status, 0);
   bench_close(&b);
 }
 
@@ -605,7 +720,7 @@ static void refused_config_fails_with_the_service_text(void **state) {
                                   "buffers[0].size_kb", NULL, 0));
   assert_int_equal(tg_recording_state(b.r), TG_REC_FAILED);
   /* A config that does not decode is refused by the call, no callback. */
-  tg_recording_t *r2 = tg_recording_new(&b.loop, &rec_cbs, &b.s);
+  tg_recording_t *r2 = tg_recording_new(&b.loop, &tg_clock_monotonic, &rec_cbs, &b.s);
   static const uint8_t junk[] = {0xff, 0xff, 0xff};
   tg_recording_opts_t bad = {.fd = -1, .config = junk, .config_len = sizeof(junk)};
   assert_int_equal(tg_recording_start(r2, b.k.c, &bad), TG_EPROTO_DECODE);
@@ -625,7 +740,7 @@ static void detach_attach_and_rebind_keep_every_packet(void **state) {
   assert_int_equal(a.s.end_status, 0);
   assert_int_equal(tg_recording_state(a.r), TG_REC_DETACHED);
   tg_recording_free(a.r);
-  a.r = tg_recording_new(&a.loop, &rec_cbs, &a.s);
+  a.r = tg_recording_new(&a.loop, &tg_clock_monotonic, &rec_cbs, &a.s);
   memset(&a.s, 0, sizeof(a.s));
   close_conn(&a.k, &a.loop);
   assert_int_equal(raw_producer_wait_started(&a.p, WAIT_MS), 0);
@@ -782,7 +897,7 @@ static void attach_or_enable_takes_back_the_same_session(void **state) {
   /* The same options again: the Attach succeeds; streaming reads what the
    * first session holds, so it is the same one. */
   memset(&a.s, 0, sizeof(a.s));
-  a.r = tg_recording_new(&a.loop, &rec_cbs, &a.s);
+  a.r = tg_recording_new(&a.loop, &tg_clock_monotonic, &rec_cbs, &a.s);
   connect_to(&a.k, &a.loop, ts);
   o.stream = true;
   o.read_period_ms = 20;
@@ -817,6 +932,12 @@ int main(void) {
                                       test_service_setup,
                                       test_service_teardown),
       cmocka_unit_test_setup_teardown(the_first_read_comes_before_the_period,
+                                      test_service_setup,
+                                      test_service_teardown),
+      cmocka_unit_test_setup_teardown(
+          the_reads_pace_follows_the_recording_clock, test_service_setup,
+          test_service_teardown),
+      cmocka_unit_test_setup_teardown(a_call_waits_on_the_recording_clock,
                                       test_service_setup,
                                       test_service_teardown),
       cmocka_unit_test_setup_teardown(

@@ -116,7 +116,7 @@ static const tg_recording_cbs_t cbs = {.on_state = on_state, .on_end = on_end};
 /* A recording that never starts, its errors and changes told to |seen|. */
 static tg_recording_t *open_recording(uv_loop_t *loop, seen_t *seen) {
   assert_int_equal(uv_loop_init(loop), 0);
-  tg_recording_t *r = tg_recording_new(loop, &cbs, seen);
+  tg_recording_t *r = tg_recording_new(loop, &tg_clock_monotonic, &cbs, seen);
   assert_non_null(r);
   tg_log_set_sink(sink, seen);
   return r;
