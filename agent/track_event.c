@@ -2,7 +2,9 @@
  * packets of slices, instants and counters with per-sequence interning.
  *
  * Packets written per thread and session (one sequence):
- *   after a clear:  TrackDescriptor(process) with TracePacketDefaults
+ *   after a clear (the service's, or the writer's own once one of its
+ *   packets was dropped: see seq_state_t.drops_seen):
+ *                   TrackDescriptor(process) with TracePacketDefaults
  *                   {timestamp_clock_id: TE_CLOCK_INCREMENTAL, track_uuid:
  *                   the thread's track}, flagged
  *                   SEQ_INCREMENTAL_STATE_CLEARED; a ClockSnapshot at the

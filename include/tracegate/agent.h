@@ -48,7 +48,9 @@ extern "C" {
 /* What a writer does when the SMB has no free chunk. */
 typedef enum tg_agent_full_policy {
   /* Drop the packet, count it, and mark the next packet of the sequence
-   * with previous_packet_dropped. The app never waits. A writer that found
+   * with previous_packet_dropped. Track events then restart their
+   * sequence (descriptors, interned names) on their next event, so that
+   * readers lose only the dropped packets. The app never waits. A writer that found
    * the SMB full drops 4 KiB to 256 KiB more (the step doubles while it
    * stays full) before it looks again, so a full SMB costs a dropped
    * packet about what a written one costs. */
