@@ -291,7 +291,11 @@ TG_EXPORT void tg_ds_flush_thread(tg_ds_t *ds, unsigned inst);
 
 /* True once per incremental-state clear (and on a writer's first packet) for
  * the calling thread's writer of |inst|: the caller must then re-emit its
- * interned data and set SEQ_INCREMENTAL_STATE_CLEARED on the packet. */
+ * interned data and set SEQ_INCREMENTAL_STATE_CLEARED on the packet. Also
+ * true once after the writer lost packets (a full SMB, drop policy):
+ * readers lose the sequence's state at the loss and get it back only from
+ * a packet that clears it, so the next packet written should be that one
+ * rather than wait for the service's periodic clear. */
 TG_EXPORT bool tg_ds_incremental_state_cleared(tg_ds_t *ds, unsigned inst);
 
 /* Per-thread, per-instance user slot that lives as long as the writer

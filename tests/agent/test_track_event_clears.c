@@ -1,8 +1,12 @@
 /* Rings that stay readable while the app loses packets to a full SMB
  * (issue 82, point 11): the agent in this process (drop policy, a small
  * fixed SMB), a real tracegated in a child, and TG_DS_MAX_INSTANCES ring
- * sessions of "track_event" at once, so every event is written once per
- * session, by writers that share the one SMB.
+ * sessions of one data source at once, so every event is written once per
+ * session, by writers that share the one SMB. The data source is
+ * "track_event", or, in the second test, one of the app's own that
+ * interns through the public API (tg_ds_incremental_state_cleared(), each
+ * packet saying it needs the sequence's state, the one after a clear
+ * clearing it).
  *
  * The SMB fills for certain, whatever the speed of the machine: the
  * agent's thread is held in a callback (the start of another data
@@ -10,7 +14,8 @@
  * chunk goes to the service and every writer drops. The held thread also
  * serves no ClearIncrementalState, and the sessions ask for none: what
  * keeps the sequences readable after the loss is the writers' own restart
- * on their next event (agent/track_event.c, |drops_seen|).
+ * on their next event (agent/track_event.c, seq_state_t.drops_seen;
+ * agent/data_source.c, tg_ds_incremental_state_cleared()).
  *
  * Each ring is read back the way trace processor (v50.1) follows
  * incremental state (and the collector's merge after it, docs/merge.md):
@@ -23,8 +28,8 @@
  *   (what the merge counts as [TG-5021] state_lost); the packets before a
  *   sequence's first clear in the wrapped ring are its edge, not loss, as
  *   for the collector;
- * - every event read resolves its category, name and annotation name iids
- *   on its own sequence since the last clear;
+ * - every track event read resolves its category, name and annotation
+ *   name iids on its own sequence since the last clear;
  * - the last event of each writing thread, written after the loss, is
  *   there and readable;
  * - with PERFETTO_BIN, trace processor reads the ring as a file and agrees:
@@ -92,6 +97,10 @@ static void holder_on_start(void *ctx, unsigned inst, const uint8_t *cfg,
   pthread_mutex_unlock(&g_mu);
 }
 
+/* The app's own data source that interns (the second test). */
+#define INTERNED_DS "test.interned"
+static tg_ds_t *g_interned;
+
 static void register_once(void) {
   static bool done;
   if (done) return;
@@ -101,6 +110,9 @@ static void register_once(void) {
                        .cbs = {.on_start = holder_on_start}};
   tg_ds_t *ds;
   assert_int_equal(tg_ds_register(&o, &ds), 0);
+  tg_ds_options_t oi = {.name = INTERNED_DS,
+                        .handles_incremental_state_clear = true};
+  assert_int_equal(tg_ds_register(&oi, &g_interned), 0);
   done = true;
 }
 
@@ -113,6 +125,28 @@ static void register_once(void) {
 static pthread_barrier_t g_round;
 static int g_round_events;
 static const char *g_round_last; /* the round's last event's name, or NULL */
+static bool g_own_ds;            /* write to g_interned, not track events */
+
+/* TracePacket and TestEvent fields; sequence_flags' bits. */
+#define F_SEQUENCE_FLAGS 13
+#define F_FOR_TESTING 900
+#define TEST_STR 1
+#define SEQ_CLEARED 1u
+#define SEQ_NEEDS_STATE 2u
+
+/* One packet of the app's own data source on each started instance: it
+ * needs the sequence's state, and clears it when the agent says the state
+ * must be written again. */
+static void own_event(const char *str) {
+  TG_DS_TRACE(g_interned, k, w) {
+    uint32_t flags = SEQ_NEEDS_STATE;
+    if (tg_ds_incremental_state_cleared(g_interned, k)) flags |= SEQ_CLEARED;
+    tg_pbw_append_varint(w, F_SEQUENCE_FLAGS, flags);
+    tg_pbw_begin_nested(w, F_FOR_TESTING);
+    tg_pbw_append_string(w, TEST_STR, str);
+    tg_pbw_end_nested(w);
+  }
+}
 
 static void *writer_main(void *arg) {
   (void)arg;
@@ -125,7 +159,10 @@ static void *writer_main(void *arg) {
     const char *last = g_round_last;
     for (int i = 0; i < n; i++) {
       const char *name = last && i == n - 1 ? last : k_names[i % 4];
-      TG_INSTANT(cat_load, name, TG_ARG_STR("payload", payload));
+      if (g_own_ds)
+        own_event(name == last ? last : payload);
+      else
+        TG_INSTANT(cat_load, name, TG_ARG_STR("payload", payload));
     }
     pthread_barrier_wait(&g_round);
     if (!n) return NULL;
@@ -293,6 +330,10 @@ static void read_ring(Perfetto__Protos__TracePacket *const *pk, size_t n,
       add_iid(&s->cats, id->event_categories[k]->iid);
     for (size_t k = 0; id && k < id->n_debug_annotation_names; k++)
       add_iid(&s->anns, id->debug_annotation_names[k]->iid);
+    if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_FOR_TESTING &&
+        p->for_testing->str &&
+        !strcmp(p->for_testing->str, last))
+      v->last_events++;
     uint64_t li = name_iid_of(id, last);
     if (li) last_iid[s - seqs] = li;
     if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT) {
@@ -350,17 +391,19 @@ static void tp_check(const test_service_t *ts, size_t i,
 
 static bool all_started(void) {
   uint8_t want = (uint8_t)((1u << NSESS) - 1u);
+  if (g_own_ds) return tg_ds_enabled_mask(g_interned) == want;
   return atomic_load_explicit(&cat_load.enabled, memory_order_relaxed) == want;
 }
 
-static void rings_stay_readable_after_the_smb_was_full(void **state) {
-  const test_service_t *ts = *state;
+static void rings_stay_readable(const test_service_t *ts, bool own_ds) {
   register_once();
+  g_own_ds = own_ds;
   te_start_agent_with(ts, "track-event-clears", TG_AGENT_FULL_DROP,
                       SMB_KB * 1024u);
   static ring_t rings[NSESS];
   for (size_t i = 0; i < NSESS; i++)
-    ring_begin(&rings[i], ts, RING_KB, RING_BUFFER, "track_event");
+    ring_begin(&rings[i], ts, RING_KB, RING_BUFFER,
+               own_ds ? INTERNED_DS : "track_event");
   for (int i = 0; i < TE_WAIT_MS && !all_started(); i++) te_sleep_ms(1);
   assert_true(all_started());
 
@@ -384,10 +427,12 @@ static void rings_stay_readable_after_the_smb_was_full(void **state) {
   assert_int_equal(wrapped, NSESS);
 
   /* The agent's thread held: nothing leaves the SMB, every writer drops. */
+  pthread_mutex_lock(&g_mu);
+  g_held = g_release = false; /* before the holder can start */
+  pthread_mutex_unlock(&g_mu);
   ring_t holder;
   ring_begin(&holder, ts, 64, DISCARD, "test.holder");
   pthread_mutex_lock(&g_mu);
-  g_release = false;
   /* Bounded: the service starts the instance at once. */
   struct timespec until;
   clock_gettime(CLOCK_REALTIME, &until);
@@ -439,11 +484,23 @@ static void rings_stay_readable_after_the_smb_was_full(void **state) {
   raw_consumer_close(&holder.c);
 }
 
+static void track_events_stay_readable_after_the_smb_was_full(void **state) {
+  rings_stay_readable(*state, false);
+}
+
+static void own_data_source_stays_readable_after_the_smb_was_full(
+    void **state) {
+  rings_stay_readable(*state, true);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(
-          rings_stay_readable_after_the_smb_was_full, test_service_setup,
-          te_teardown),
+          track_events_stay_readable_after_the_smb_was_full,
+          test_service_setup, te_teardown),
+      cmocka_unit_test_setup_teardown(
+          own_data_source_stays_readable_after_the_smb_was_full,
+          test_service_setup, te_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
