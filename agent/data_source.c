@@ -266,6 +266,7 @@ tg__writer_slot_t *tg__ds_slot_slow(tg_ds_t *ds, unsigned inst) {
   s->incr_seen = atomic_load_explicit(&in->incr_generation,
                                       memory_order_acquire);
   s->incr_fresh = true;
+  s->drops_seen = 0; /* a new writer has dropped nothing */
   return s;
 }
 
@@ -306,9 +307,14 @@ bool tg_ds_incremental_state_cleared(tg_ds_t *ds, unsigned inst) {
   if (!s) return false;
   uint32_t g = atomic_load_explicit(&ds->inst[inst].incr_generation,
                                     memory_order_acquire);
-  if (s->incr_seen == g && !s->incr_fresh) return false;
+  /* The writer's own count, read on its own thread: a loss is known here
+   * at once, where the service's clear needs a turn of the agent's
+   * thread and comes only every clear period. */
+  uint64_t d = s->w ? tg_trace_writer_packets_dropped(s->w) : s->drops_seen;
+  if (s->incr_seen == g && !s->incr_fresh && s->drops_seen == d) return false;
   s->incr_seen = g;
   s->incr_fresh = false;
+  s->drops_seen = d;
   return true;
 }
 

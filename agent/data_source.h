@@ -98,6 +98,10 @@ typedef struct tg__writer_slot {
   uint32_t no_smb_generation;
   uint32_t incr_seen;
   bool incr_fresh; /* no packet reported the clear yet */
+  /* The writer's drop count when tg_ds_incremental_state_cleared() last
+   * said true: a count that moved since says it again (the state written
+   * before may have gone with the lost packets). */
+  uint64_t drops_seen;
   void *user;
   void (*user_dtor)(void *);
 } tg__writer_slot_t;

@@ -15,6 +15,7 @@
  */
 #include "agent/trace_writer.h"
 
+#include <errno.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
@@ -391,6 +392,13 @@ void tg__trace_writer_end_slow(tg_trace_writer_t *w) {
   w->end_slow = false;
   w->pbw.depth = 0;
   tg__trace_writer_leave(w);
+}
+
+void tg_trace_writer_cancel_packet(tg_trace_writer_t *w) {
+  /* An error turns the end into a drop (drop_packet: the fragment becomes
+   * a drop marker); a packet already dropping ends as one anyway. */
+  if (w->in_packet && !w->dropping && !w->pbw.error)
+    w->pbw.error = -ECANCELED;
 }
 
 void tg_trace_writer_flush(tg_trace_writer_t *w) {

@@ -276,6 +276,31 @@ static inline void tg_trace_writer_end_packet(tg_trace_writer_t *w) {
   tg__trace_writer_end_slow(w);
 }
 
+/* Packets this writer lost so far (drop policy, or shut down): a count
+ * that only grows. A sequence whose incremental state rides on its own
+ * packets (interned names, descriptors, the clock's origin) compares it
+ * with the count it last saw to learn, on its next packet and without
+ * the agent's thread, that some of that state may have been lost. The
+ * writer's own thread only. */
+static inline uint64_t tg_trace_writer_packets_dropped(
+    const tg_trace_writer_t *w) {
+  return w->packets_dropped;
+}
+
+/* Whether the packet being written is being dropped (no chunk could be
+ * had for it): what is written into it goes nowhere. Writer's thread. */
+static inline bool tg_trace_writer_dropping(const tg_trace_writer_t *w) {
+  return w->in_packet && w->dropping;
+}
+
+/* Inside a packet: it is lost on purpose, dropped at its end as if no
+ * chunk could be had for it (counted in packets_dropped and the arbiter's
+ * stats, the sequence's next packet marked previous_packet_dropped, and
+ * its bytes counted towards the drop backoff like any dropped packet's).
+ * For a packet that must not be read: one that refers to incremental
+ * state that did not reach the service. Outside a packet: nothing. */
+void tg_trace_writer_cancel_packet(tg_trace_writer_t *w);
+
 /* Returns the partial chunk now (Complete, queued for commit). Inside a
  * packet it does nothing: the chunk leaves when the packet is done or
  * moves on. */

@@ -2,7 +2,9 @@
  * packets of slices, instants and counters with per-sequence interning.
  *
  * Packets written per thread and session (one sequence):
- *   after a clear:  TrackDescriptor(process) with TracePacketDefaults
+ *   after a clear (the service's, or the writer's own once one of its
+ *   packets was dropped: see seq_state_t.drops_seen):
+ *                   TrackDescriptor(process) with TracePacketDefaults
  *                   {timestamp_clock_id: TE_CLOCK_INCREMENTAL, track_uuid:
  *                   the thread's track}, flagged
  *                   SEQ_INCREMENTAL_STATE_CLEARED; a ClockSnapshot at the
@@ -249,6 +251,15 @@ typedef struct seq_state {
    * the instance's config), and the time the next delta starts from. */
   bool incremental;
   uint64_t last_ts;
+  /* The writer's drop count (tg_trace_writer_packets_dropped) when the
+   * sequence last (re)started. A packet lost since may have carried state
+   * that later events refer to (interned names, a descriptor, the clock's
+   * last delta), and trace processor reads nothing of the sequence from
+   * the packet flagged previous_packet_dropped until the next clear: so a
+   * count that moved restarts the sequence on its next event, a clear the
+   * writer's thread makes itself, without waiting for the service's
+   * ClearIncrementalState. */
+  uint64_t drops_seen;
 } seq_state_t;
 
 uint64_t tg_track_event_now(void) { return tg__clock_now(); }
@@ -396,10 +407,21 @@ static void write_clock_snapshot(tg_trace_writer_t *tw, uint64_t ts) {
 }
 
 /* Descriptors for the process and thread tracks, in the first packet of a
- * (re)started sequence. */
-static void write_descriptors(tg_trace_writer_t *tw, int32_t tid,
-                              const seq_state_t *s) {
+ * (re)started sequence, after |s| is reset for it and |init| run on it
+ * (its clock). Returns false, with |s| untouched and nothing else written,
+ * when that first packet is dropped (no chunk): while the SMB is full each
+ * event tries again for the price of one dropped packet, not of the
+ * names' lookups and the reset. */
+static bool write_descriptors(tg_trace_writer_t *tw, int32_t tid,
+                              seq_state_t *s, bool incremental, uint64_t ts) {
   tg_pbw_t *w = tg_trace_writer_begin_packet(tw);
+  if (tg_trace_writer_dropping(tw)) {
+    tg_trace_writer_end_packet(tw);
+    return false;
+  }
+  memset(s, 0, sizeof(*s));
+  s->incremental = incremental;
+  s->last_ts = ts;
   char comm[64];
   tg__process_name(comm, sizeof(comm));
   tg_pbw_append_varint(w, F_SEQUENCE_FLAGS, SEQ_CLEARED);
@@ -436,6 +458,7 @@ static void write_descriptors(tg_trace_writer_t *tw, int32_t tid,
   tg_pbw_end_nested(w);
   tg_pbw_end_nested(w);
   tg_trace_writer_end_packet(tw);
+  return true;
 }
 
 static void write_counter_descriptor(tg_trace_writer_t *tw, const char *name) {
@@ -457,17 +480,26 @@ static inline seq_state_t *current_sequence(const tg_ds_t *ds,
                                             unsigned inst) {
   uint32_t incr = atomic_load_explicit(&ds->inst[inst].incr_generation,
                                        memory_order_acquire);
-  if (__builtin_expect(!sl->user || sl->incr_fresh || sl->incr_seen != incr,
+  const seq_state_t *s = sl->user;
+  if (__builtin_expect(!s || sl->incr_fresh || sl->incr_seen != incr ||
+                           s->drops_seen !=
+                               tg_trace_writer_packets_dropped(sl->w),
                        0))
     return NULL;
   return sl->user;
 }
 
 /* The calling thread's state for the sequence of slot |sl|; after a clear
- * (or on the sequence's first event) it is reset and the descriptors
- * written. */
+ * (the service's, or the writer's own after a lost packet: see
+ * |drops_seen|), or on the sequence's first event, it is reset and the
+ * descriptors written. NULL without memory. |*doomed| says that the
+ * restart lost some of its packets (the SMB is full): the caller writes
+ * the event and cancels it (tg_trace_writer_cancel_packet), so that it
+ * counts as the SMB's drops do, bytes included; read, it would refer to
+ * state the trace does not hold, and trace processor would skip it. */
 static seq_state_t *sequence(tg__writer_slot_t *sl, unsigned inst,
-                             int32_t tid, uint64_t ts) {
+                             int32_t tid, uint64_t ts, bool *doomed) {
+  *doomed = false;
   void **user = tg_ds_writer_user(g_te_ds, inst, free);
   if (!user) return NULL;
   seq_state_t *s = *user;
@@ -477,14 +509,18 @@ static seq_state_t *sequence(tg__writer_slot_t *sl, unsigned inst,
     if (!s) return NULL;
     *user = s;
     cleared = true;
-  } else if (cleared) {
-    memset(s, 0, sizeof(*s));
   }
+  uint64_t drops = tg_trace_writer_packets_dropped(sl->w);
+  if (drops != s->drops_seen) cleared = true;
   if (cleared) {
-    s->incremental = !atomic_load_explicit(&g_inst_absolute_ts[inst],
-                                           memory_order_relaxed);
-    s->last_ts = ts;
-    write_descriptors(sl->w, tid, s);
+    bool incremental = !atomic_load_explicit(&g_inst_absolute_ts[inst],
+                                             memory_order_relaxed);
+    write_descriptors(sl->w, tid, s, incremental, ts);
+    /* The count before the restart: a restart that lost any of its
+     * packets leaves it behind the writer's, and the next event restarts
+     * the sequence again. */
+    s->drops_seen = drops;
+    *doomed = tg_trace_writer_packets_dropped(sl->w) != drops;
   }
   return s;
 }
@@ -594,7 +630,8 @@ static void emit_one(unsigned inst, tg_category_t *cat, int type,
   tg__writer_slot_t *sl = tg__ds_slot(g_te_ds, inst);
   if (!sl) return;
   seq_state_t *s = current_sequence(g_te_ds, sl, inst);
-  if (!s && !(s = sequence(sl, inst, tid, ts))) return;
+  bool doomed = false;
+  if (!s && !(s = sequence(sl, inst, tid, ts, &doomed))) return;
   pending_intern_t fresh[2 + TG_TRACK_EVENT_MAX_ANNOTATIONS];
   size_t n_fresh = 0;
   bool is_new;
@@ -704,6 +741,7 @@ static void emit_one(unsigned inst, tg_category_t *cat, int type,
     tg_pbw_end_nested(w);
   }
   tg_pbw_append_varint(w, F_SEQUENCE_FLAGS, SEQ_NEEDS_STATE);
+  if (doomed) tg_trace_writer_cancel_packet(sl->w);
   tg_trace_writer_end_packet(sl->w);
 }
 

@@ -48,7 +48,9 @@ extern "C" {
 /* What a writer does when the SMB has no free chunk. */
 typedef enum tg_agent_full_policy {
   /* Drop the packet, count it, and mark the next packet of the sequence
-   * with previous_packet_dropped. The app never waits. A writer that found
+   * with previous_packet_dropped. Track events then restart their
+   * sequence (descriptors, interned names) on their next event, so that
+   * readers lose only the dropped packets. The app never waits. A writer that found
    * the SMB full drops 4 KiB to 256 KiB more (the step doubles while it
    * stays full) before it looks again, so a full SMB costs a dropped
    * packet about what a written one costs. */
@@ -289,7 +291,11 @@ TG_EXPORT void tg_ds_flush_thread(tg_ds_t *ds, unsigned inst);
 
 /* True once per incremental-state clear (and on a writer's first packet) for
  * the calling thread's writer of |inst|: the caller must then re-emit its
- * interned data and set SEQ_INCREMENTAL_STATE_CLEARED on the packet. */
+ * interned data and set SEQ_INCREMENTAL_STATE_CLEARED on the packet. Also
+ * true once after the writer lost packets (a full SMB, drop policy):
+ * readers lose the sequence's state at the loss and get it back only from
+ * a packet that clears it, so the next packet written should be that one
+ * rather than wait for the service's periodic clear. */
 TG_EXPORT bool tg_ds_incremental_state_cleared(tg_ds_t *ds, unsigned inst);
 
 /* Per-thread, per-instance user slot that lives as long as the writer

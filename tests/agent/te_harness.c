@@ -18,10 +18,16 @@ static void log_to_stderr(void *ctx, tg_log_level_t level, const char *msg) {
 }
 
 void te_start_agent(const test_service_t *ts, const char *producer_name) {
+  te_start_agent_with(ts, producer_name, TG_AGENT_FULL_STALL, 0);
+}
+
+void te_start_agent_with(const test_service_t *ts, const char *producer_name,
+                         int on_smb_full, size_t smb_size_hint) {
   tg_agent_options_t o = {
       .socket_path = ts->producer_sock,
       .producer_name = producer_name,
-      .on_smb_full = TG_AGENT_FULL_STALL,
+      .smb_size_hint = smb_size_hint,
+      .on_smb_full = (tg_agent_full_policy_t)on_smb_full,
       .reconnect_min_ms = 20,
       .reconnect_max_ms = 200,
       .log = log_to_stderr,

@@ -15,6 +15,10 @@
  * tracegated, logging to stderr; categories are the caller's to
  * register. */
 void te_start_agent(const test_service_t *ts, const char *producer_name);
+/* The same with a policy for a full SMB (tg_agent_full_policy_t) and an
+ * SMB size (0: the agent's reserve). */
+void te_start_agent_with(const test_service_t *ts, const char *producer_name,
+                         int on_smb_full, size_t smb_size_hint);
 
 void te_sleep_ms(unsigned ms);
 

@@ -691,6 +691,29 @@ Perfetto__Protos__GetTraceStatsResponse *raw_consumer_stats(raw_consumer_t *c) {
   return (Perfetto__Protos__GetTraceStatsResponse *)r;
 }
 
+int raw_consumer_flush(raw_consumer_t *c, uint32_t timeout_ms) {
+  Perfetto__Protos__FlushRequest req = PERFETTO__PROTOS__FLUSH_REQUEST__INIT;
+  req.has_timeout_ms = true;
+  req.timeout_ms = timeout_ms;
+  ProtobufCMessage *r = NULL;
+  int rv = raw_call(&c->conn, "Flush", &req.base, -1,
+                    &perfetto__protos__flush_response__descriptor, &r,
+                    (int)timeout_ms + 5000);
+  if (r) protobuf_c_message_free_unpacked(r, NULL);
+  return rv == 1 ? 0 : -1;
+}
+
+int raw_consumer_bytes_overwritten(raw_consumer_t *c, uint64_t *out) {
+  Perfetto__Protos__GetTraceStatsResponse *r = raw_consumer_stats(c);
+  int rv = -1;
+  if (r && r->trace_stats && r->trace_stats->n_buffer_stats >= 1) {
+    *out = r->trace_stats->buffer_stats[0]->bytes_overwritten;
+    rv = 0;
+  }
+  if (r) perfetto__protos__get_trace_stats_response__free_unpacked(r, NULL);
+  return rv;
+}
+
 Perfetto__Protos__QueryServiceStateResponse *raw_consumer_query(raw_consumer_t *c,
                                                                 int timeout_ms) {
   Perfetto__Protos__QueryServiceStateRequest req =

@@ -209,6 +209,14 @@ int raw_consumer_disable(raw_consumer_t *c, int timeout_ms);
 /* GetTraceStats; the caller frees the result with
  * perfetto__protos__get_trace_stats_response__free_unpacked. */
 Perfetto__Protos__GetTraceStatsResponse *raw_consumer_stats(raw_consumer_t *c);
+/* A consumer Flush of the session, the service's wait bounded by
+ * |timeout_ms|: 0 once answered with success (the service then holds
+ * every chunk its producers committed, or could commit, before it), -1
+ * otherwise. */
+int raw_consumer_flush(raw_consumer_t *c, uint32_t timeout_ms);
+/* The session's first buffer's bytes_overwritten (GetTraceStats) into
+ * |*out|. Returns 0 or -1. */
+int raw_consumer_bytes_overwritten(raw_consumer_t *c, uint64_t *out);
 /* QueryServiceState; free with
  * perfetto__protos__query_service_state_response__free_unpacked. */
 Perfetto__Protos__QueryServiceStateResponse *raw_consumer_query(
