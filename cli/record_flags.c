@@ -319,7 +319,7 @@ int record_check_flags(const record_opts_t *o, const tg_flag_t *flags,
   size_t nt = record_rules_of(record_mode(o), t);
   for (size_t i = 0; i < nt; i++) {
     int rv = tg_flag_rules_check(flags, n, given, t[i].rules, t[i].n, o, err,
-                                 cap);
+                                 cap, NULL);
     if (rv < 0) return rv;
   }
   return 0;

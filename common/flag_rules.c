@@ -101,6 +101,10 @@ static bool holds(const tg_flag_t *flags, size_t n, const tg_flags_given_t *g,
       join_or(r->a, list, sizeof(list));
       snprintf(err, cap, "give %s", list);
       break;
+    case TG_RULE_REFUSED:
+      if (!x) return true;
+      snprintf(err, cap, "%s%s is not supported", dashes(x), x);
+      break;
     case TG_RULE_CHECK:
       if ((count_names(r->a) && !x) || r->ok(ctx)) return true;
       break;
@@ -121,6 +125,7 @@ static int rule_shape(const tg_flag_rule_t *r, size_t i, char *err,
       ok = na && nb;
       break;
     case TG_RULE_ANY_OF:
+    case TG_RULE_REFUSED:
       ok = na && !nb;
       break;
     case TG_RULE_AT_MOST_ONE_OF:
@@ -160,13 +165,17 @@ int tg_flag_rules_lint(const tg_flag_t *flags, size_t n,
 int tg_flag_rules_check(const tg_flag_t *flags, size_t n,
                         const tg_flags_given_t *given,
                         const tg_flag_rule_t *rules, size_t n_rules,
-                        const void *ctx, char *err, size_t cap) {
+                        const void *ctx, char *err, size_t cap,
+                        size_t *which) {
   for (size_t i = 0; i < n_rules; i++) {
     /* An unknown name would read as "not given" and silently disable the
      * rule: refused instead, as is a rule of no known shape. */
     int rv = lint_one(flags, n, &rules[i], i, err, cap);
     if (rv < 0) return rv;
-    if (!holds(flags, n, given, &rules[i], ctx, err, cap)) return -EINVAL;
+    if (!holds(flags, n, given, &rules[i], ctx, err, cap)) {
+      if (which) *which = i;
+      return -EINVAL;
+    }
   }
   return 0;
 }

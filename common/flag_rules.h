@@ -34,6 +34,7 @@ typedef enum tg_flag_rule_kind {
   TG_RULE_ANY_OF,         /* at least one of a must be given */
   TG_RULE_AT_MOST_ONE_OF, /* at most one of a may be given */
   TG_RULE_ONE_OF,         /* exactly one of a must be given */
+  TG_RULE_REFUSED,        /* none of a may be given (kept, not acted on) */
   /* |ok| says whether the values agree; a and b name the flags it reads
    * (for the lint and the reader). Broken only when a flag of a was
    * given (or a is empty) and ok() returns false. */
@@ -71,6 +72,8 @@ typedef struct tg_flag_rule {
    .why = (WHY), .ok = NULL}
 #define TG_FLAG_ONE_OF(A, WHY) \
   {.kind = TG_RULE_ONE_OF, .a = TG__FLAG_NAMES A, .b = {NULL}, .why = (WHY), .ok = NULL}
+#define TG_FLAG_REFUSED(A, WHY) \
+  {.kind = TG_RULE_REFUSED, .a = TG__FLAG_NAMES A, .b = {NULL}, .why = (WHY), .ok = NULL}
 #define TG_FLAG_CHECK(A, B, WHY, OK)                                    \
   {.kind = TG_RULE_CHECK, .a = TG__FLAG_NAMES A, .b = TG__FLAG_NAMES B, \
    .why = (WHY), .ok = (OK)}
@@ -79,13 +82,15 @@ typedef struct tg_flag_rule {
  * one, so that one command line always gets the same message. Pure: reads
  * only its arguments (and what a TG_RULE_CHECK's ok() reads of |ctx|).
  * Returns 0 when every rule holds; -EINVAL when one is broken, its message
- * in |err| (truncated to |cap|); and for a bug in the rules, said in
+ * in |err| (truncated to |cap|) and its index in *|which| (when not
+ * NULL); and for a bug in the rules, said in
  * |err| as tg_flag_rules_lint() says it: -ENOENT when a rule names a flag
  * that is not in |flags|, -EDOM when a rule's shape does not fit its kind. */
 int tg_flag_rules_check(const tg_flag_t *flags, size_t n,
                         const tg_flags_given_t *given,
                         const tg_flag_rule_t *rules, size_t n_rules,
-                        const void *ctx, char *err, size_t cap);
+                        const void *ctx, char *err, size_t cap,
+                        size_t *which);
 
 /* Checks the rules themselves against the flag table: every name is a
  * flag of |flags| (or TG_FLAG_ARGS), no side is empty where the kind

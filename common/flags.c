@@ -234,10 +234,14 @@ bool tg_flags_was_given(const tg_flags_given_t *g, size_t index) {
          (g->bits[index / 64] >> (index % 64) & 1);
 }
 
+void tg_flags_mark_given(tg_flags_given_t *g, size_t index) {
+  if (index < TG_FLAGS_GIVEN_MAX)
+    g->bits[index / 64] |= UINT64_C(1) << (index % 64);
+}
+
 static void mark_given(tg_flags_given_t *g, const tg_flag_t *flags,
                        const tg_flag_t *f) {
-  size_t i = (size_t)(f - flags);
-  if (g && i < TG_FLAGS_GIVEN_MAX) g->bits[i / 64] |= UINT64_C(1) << (i % 64);
+  if (g) tg_flags_mark_given(g, (size_t)(f - flags));
 }
 
 /* One getopt_long() step; 2 when the flags ended. */

@@ -68,6 +68,11 @@ typedef struct tg_flags_given {
  * TG_FLAGS_GIVEN_MAX. */
 bool tg_flags_was_given(const tg_flags_given_t *g, size_t index);
 
+/* Marks the flag at |index| given (ignored past TG_FLAGS_GIVEN_MAX): for
+ * "flags" that are not parsed from a command line, such as the fields a
+ * config sets, checked by rules all the same. */
+void tg_flags_mark_given(tg_flags_given_t *g, size_t index);
+
 /* Parses argv[1..]: "--name value", "--name=value", and "-x value" or
  * "-xvalue" for short forms; names must be given in full. "--" ends the
  * flags. Positional arguments are collected into |pos| (at most

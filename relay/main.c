@@ -264,7 +264,7 @@ static bool parse_args(relay_opts_t *o, tg_relay_compress_t *compress,
   *status = TG_EXIT_USAGE;
   if (parse_compress(o->compress, compress) < 0) return true;
   if (tg_flag_rules_check(flags, n, &given, relay_rules, relay_n_rules, o, err,
-                          sizeof(err)) < 0) {
+                          sizeof(err), NULL) < 0) {
     fprintf(stderr, PROG ": %s\n", err);
     return true;
   }

@@ -64,7 +64,8 @@ static int check(const char *const *args, const tg_flag_rule_t *r, size_t n,
   static opts_t o;
   assert_int_equal(parse(&o, args), 0);
   err[0] = 0;
-  return tg_flag_rules_check(o.flags, N_FLAGS, &o.given, r, n, &o, err, cap);
+  return tg_flag_rules_check(o.flags, N_FLAGS, &o.given, r, n, &o, err, cap,
+                             NULL);
 }
 
 #define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
@@ -177,6 +178,38 @@ static void test_check_and_why(void **state) {
   assert_string_equal(err, "--sto");
 }
 
+static void test_refused(void **state) {
+  (void)state;
+  const tg_flag_rule_t r[] = {TG_FLAG_REFUSED(("stop", "detach"), NULL)};
+  char err[200];
+  assert_int_equal(check(ARGS("--txt"), r, 1, err, 200), 0);
+  assert_int_equal(check(ARGS("--detach", "k"), r, 1, err, 200), -EINVAL);
+  assert_string_equal(err, "--detach is not supported");
+}
+
+/* Marked by hand (config fields, not a command line): the same rules. */
+static void test_marked_given(void **state) {
+  (void)state;
+  opts_t o;
+  assert_int_equal(parse(&o, NO_ARGS), 0);
+  const tg_flag_rule_t r[] = {
+      TG_FLAG_REQUIRES(("txt"), ("config"), NULL),
+      TG_FLAG_EXCLUDES(("attach"), ("detach"), "no"),
+  };
+  tg_flags_given_t g;
+  memset(&g, 0, sizeof(g));
+  tg_flags_mark_given(&g, 2); /* attach */
+  tg_flags_mark_given(&g, 3); /* detach */
+  tg_flags_mark_given(&g, TG_FLAGS_GIVEN_MAX); /* past the end: ignored */
+  char err[200];
+  size_t which = 99;
+  assert_int_equal(tg_flag_rules_check(o.flags, N_FLAGS, &g, r, 2, &o, err,
+                                       sizeof(err), &which),
+                   -EINVAL);
+  assert_int_equal(which, 1);
+  assert_string_equal(err, "no");
+}
+
 static void test_order_is_the_tables(void **state) {
   (void)state;
   const tg_flag_rule_t r[] = {
@@ -206,7 +239,8 @@ static void test_unknown_name_is_a_bug(void **state) {
   assert_non_null(strstr(err, "--detatch"));
   /* The validator refuses it rather than reading it as never given. */
   assert_int_equal(
-      tg_flag_rules_check(o.flags, N_FLAGS, &o.given, r, 2, &o, err, 200),
+      tg_flag_rules_check(o.flags, N_FLAGS, &o.given, r, 2, &o, err, 200,
+                          NULL),
       -ENOENT);
   assert_non_null(strstr(err, "--detatch"));
   /* Shapes that do not fit their kind. */
@@ -216,6 +250,8 @@ static void test_unknown_name_is_a_bug(void **state) {
       TG_FLAG_CHECK(("txt"), (NULL), NULL, out_not_dash),
       TG_FLAG_CHECK(("txt"), (NULL), "why", NULL),
       {.kind = TG_RULE_ANY_OF, .a = {"txt"}, .b = {"stop"}, .why = NULL,
+       .ok = NULL},
+      {.kind = TG_RULE_REFUSED, .a = {NULL}, .b = {NULL}, .why = NULL,
        .ok = NULL},
   };
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -256,6 +292,8 @@ int main(void) {
       cmocka_unit_test(test_any_of),
       cmocka_unit_test(test_at_most_and_one_of),
       cmocka_unit_test(test_check_and_why),
+      cmocka_unit_test(test_refused),
+      cmocka_unit_test(test_marked_given),
       cmocka_unit_test(test_order_is_the_tables),
       cmocka_unit_test(test_unknown_name_is_a_bug),
       cmocka_unit_test(test_table_too_large_for_given),

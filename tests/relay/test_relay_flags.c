@@ -32,7 +32,7 @@ static int check(const char *const *args, char *err, size_t cap) {
                    0);
   err[0] = 0;
   return tg_flag_rules_check(F, N, &given, relay_rules, relay_n_rules, &O, err,
-                             cap);
+                             cap, NULL);
 }
 
 static void test_rules_name_only_relay_flags(void **state) {
