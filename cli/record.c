@@ -324,7 +324,8 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
   if (rv == 1) return CLI_EXIT_OK;
   if (rv < 0) return CLI_EXIT_USAGE;
   char err[512];
-  if (record_check_flags(o, flags, n, &given, err, sizeof(err)) < 0)
+  if (record_check_flags(o, flags, n, &given, err, sizeof(err), NULL,
+                         NULL) < 0)
     return usage_error(prog, err);
   return resolve(o, prog);
 }

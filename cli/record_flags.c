@@ -314,13 +314,16 @@ size_t record_rules_of(record_mode_t m, record_rules_t *out) {
 
 int record_check_flags(const record_opts_t *o, const tg_flag_t *flags,
                        size_t n, const tg_flags_given_t *given, char *err,
-                       size_t cap) {
+                       size_t cap, size_t *table, size_t *rule) {
   record_rules_t t[RECORD_MAX_RULE_TABLES];
   size_t nt = record_rules_of(record_mode(o), t);
   for (size_t i = 0; i < nt; i++) {
     int rv = tg_flag_rules_check(flags, n, given, t[i].rules, t[i].n, o, err,
-                                 cap, NULL);
-    if (rv < 0) return rv;
+                                 cap, rule);
+    if (rv < 0) {
+      if (table) *table = i;
+      return rv;
+    }
   }
   return 0;
 }

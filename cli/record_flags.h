@@ -55,10 +55,11 @@ size_t record_rules_of(record_mode_t m, record_rules_t *out);
 
 /* Checks the flags |given| of table |flags| (record_flag_table(), parsed
  * into |o|) against the rules of |o|'s mode. Returns 0, or -EINVAL with
- * the message in |err| (or another negative code for a bug in the rules,
- * as tg_flag_rules_check()). */
+ * the message in |err| and the broken rule's place in *|table| (of
+ * record_rules_of()) and *|rule| when not NULL (or another negative code
+ * for a bug in the rules, as tg_flag_rules_check()). */
 int record_check_flags(const record_opts_t *o, const tg_flag_t *flags,
                        size_t n, const tg_flags_given_t *given, char *err,
-                       size_t cap);
+                       size_t cap, size_t *table, size_t *rule);
 
 #endif /* TRACEGATE_CLI_RECORD_FLAGS_H */

@@ -65,15 +65,18 @@ typedef struct tg_flag_rule {
 #define TG_FLAG_EXCLUDES(A, B, WHY)                                        \
   {.kind = TG_RULE_EXCLUDES, .a = TG__FLAG_NAMES A, .b = TG__FLAG_NAMES B, \
    .why = (WHY), .ok = NULL}
-#define TG_FLAG_ANY_OF(A, WHY) \
-  {.kind = TG_RULE_ANY_OF, .a = TG__FLAG_NAMES A, .b = {NULL}, .why = (WHY), .ok = NULL}
+#define TG_FLAG_ANY_OF(A, WHY)                                        \
+  {.kind = TG_RULE_ANY_OF, .a = TG__FLAG_NAMES A, .b = {NULL}, .why = (WHY), \
+   .ok = NULL}
 #define TG_FLAG_AT_MOST_ONE_OF(A, WHY)                                \
   {.kind = TG_RULE_AT_MOST_ONE_OF, .a = TG__FLAG_NAMES A, .b = {NULL}, \
    .why = (WHY), .ok = NULL}
-#define TG_FLAG_ONE_OF(A, WHY) \
-  {.kind = TG_RULE_ONE_OF, .a = TG__FLAG_NAMES A, .b = {NULL}, .why = (WHY), .ok = NULL}
-#define TG_FLAG_REFUSED(A, WHY) \
-  {.kind = TG_RULE_REFUSED, .a = TG__FLAG_NAMES A, .b = {NULL}, .why = (WHY), .ok = NULL}
+#define TG_FLAG_ONE_OF(A, WHY)                                        \
+  {.kind = TG_RULE_ONE_OF, .a = TG__FLAG_NAMES A, .b = {NULL}, .why = (WHY), \
+   .ok = NULL}
+#define TG_FLAG_REFUSED(A, WHY)                                        \
+  {.kind = TG_RULE_REFUSED, .a = TG__FLAG_NAMES A, .b = {NULL}, .why = (WHY), \
+   .ok = NULL}
 #define TG_FLAG_CHECK(A, B, WHY, OK)                                    \
   {.kind = TG_RULE_CHECK, .a = TG__FLAG_NAMES A, .b = TG__FLAG_NAMES B, \
    .why = (WHY), .ok = (OK)}

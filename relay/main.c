@@ -402,7 +402,8 @@ static void log_stopped(const relay_t *r) {
   TG_INFO("stopped: %llu connection(s) served, %llu refused, %llu over "
           "--max-conns, %llu unverified closed for newer ones, %llu call(s) "
           "denied",
-          (unsigned long long)r->env.accepted, (unsigned long long)r->env.refused,
+          (unsigned long long)r->env.accepted,
+          (unsigned long long)r->env.refused,
           (unsigned long long)r->refused_busy,
           (unsigned long long)r->env.handshakes_evicted,
           (unsigned long long)r->env.denied_calls);

@@ -120,9 +120,12 @@ size_t relay_flag_table(relay_opts_t *o, tg_flag_t *out, size_t cap) {
 /* Listening takes TLS and an authorization file; --stdio takes neither
  * (ssh authenticated the caller). */
 const tg_flag_rule_t relay_rules[] = {
-    TG_FLAG_ANY_OF(("cert", "stdio"), "--cert is required (or --stdio; see --help)"),
-    TG_FLAG_ANY_OF(("key", "stdio"), "--key is required (or --stdio; see --help)"),
-    TG_FLAG_ANY_OF(("ca", "stdio"), "--ca is required (or --stdio; see --help)"),
+    TG_FLAG_ANY_OF(("cert", "stdio"),
+                   "--cert is required (or --stdio; see --help)"),
+    TG_FLAG_ANY_OF(("key", "stdio"),
+                   "--key is required (or --stdio; see --help)"),
+    TG_FLAG_ANY_OF(("ca", "stdio"),
+                   "--ca is required (or --stdio; see --help)"),
     TG_FLAG_ANY_OF(("authz", "stdio"),
                    "--authz is required (or --stdio; see --help)"),
 };

@@ -240,8 +240,8 @@ static int parse_followers(const Perfetto__Protos__PerfEventConfig *p,
 
 /* The timebase's event: a counter, a tracepoint or a raw event. Returns
  * 0 (|refused| set when refused) or a negative error. */
-static int parse_timebase_event(const Perfetto__Protos__PerfEvents__Timebase *tb,
-                                tg_perf_cfg_t *out) {
+static int parse_timebase_event(
+    const Perfetto__Protos__PerfEvents__Timebase *tb, tg_perf_cfg_t *out) {
   tg_perf_event_t *tbe = &out->timebase;
   switch (tb->event_case) {
     case PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__EVENT_COUNTER:
@@ -351,7 +351,8 @@ static const tg_flag_rule_t perf_rules[] = {
                      ("ring_buffer_read_period_ms"),
                      "timebase.poll_period_ms: counter-only polling takes "
                      "no ring_buffer_read_period_ms"),
-    TG_FLAG_REFUSED(("target_installed_by"), "target_installed_by: Android only"),
+    TG_FLAG_REFUSED(("target_installed_by"),
+                    "target_installed_by: Android only"),
     TG_FLAG_REFUSED(("callstack_sampling.scope.additional_cmdline_count"),
                     "scope.additional_cmdline_count: not supported by "
                     "tracegate-perf"),

@@ -162,7 +162,8 @@ static void check_flush_timeout(const coll_t *c,
   if ((int64_t)flush_ms >= c->cfg.clone_timeout_ms)
     TG_WARN("%s: flush_timeout_ms %" PRIu32 " is not below clone_timeout "
             "(%" PRId64 " ms): a host whose producers flush slowly fails "
-            "snapshots", c->cfg.trace_config, flush_ms, c->cfg.clone_timeout_ms);
+            "snapshots", c->cfg.trace_config, flush_ms,
+            c->cfg.clone_timeout_ms);
 }
 
 /* The config's triggers snapshot the ring (CLONE_SNAPSHOT: the service
@@ -190,7 +191,8 @@ static int add_triggers(const coll_t *c, Perfetto__Protos__TraceConfig *tc) {
   trig->triggers = tp;
   tc->trigger_config = trig;
   for (size_t i = 0; i < c->cfg.n_triggers; i++) {
-    Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *t = malloc(sizeof(*t));
+    Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *t =
+        malloc(sizeof(*t));
     char *name = strdup(c->cfg.triggers[i].name);
     if (!t || !name) {
       free(t);

@@ -57,6 +57,9 @@ static int parse(opts_t *o, const char *const *args) {
                               &o->n_pos, &o->given);
 }
 
+/* The index of the rule check() found broken (SIZE_MAX: none). */
+static size_t last_which;
+
 /* The rules |r| against |args|: the validator's result, its message in
  * |err|. */
 static int check(const char *const *args, const tg_flag_rule_t *r, size_t n,
@@ -64,8 +67,20 @@ static int check(const char *const *args, const tg_flag_rule_t *r, size_t n,
   static opts_t o;
   assert_int_equal(parse(&o, args), 0);
   err[0] = 0;
+  last_which = SIZE_MAX;
   return tg_flag_rules_check(o.flags, N_FLAGS, &o.given, r, n, &o, err, cap,
-                             NULL);
+                             &last_which);
+}
+
+/* A built message names the flags |names| (NULL-terminated), in that
+ * order; its words around them are not the contract. */
+static void assert_names(const char *err, const char *const *names) {
+  const char *at = err;
+  for (; *names; names++) {
+    const char *hit = strstr(at, *names);
+    if (!hit) fail_msg("'%s' does not name %s in order", err, *names);
+    at = hit + strlen(*names);
+  }
 }
 
 #define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
@@ -97,13 +112,14 @@ static void test_requires(void **state) {
   assert_int_equal(check(ARGS("--txt", "-c", "x"), r, 1, err, sizeof(err)), 0);
   assert_int_equal(check(NO_ARGS, r, 1, err, sizeof(err)), 0);
   assert_int_equal(check(ARGS("--txt"), r, 1, err, sizeof(err)), -EINVAL);
-  assert_string_equal(err, "--txt needs --config");
+  assert_names(err, (const char *const[]){"--txt", "--config", NULL});
   /* Any of several on either side. */
   const tg_flag_rule_t r2[] = {
       TG_FLAG_REQUIRES(("stop", "txt"), ("attach", "config"), NULL)};
   assert_int_equal(check(ARGS("--txt", "--attach", "k"), r2, 1, err, 200), 0);
   assert_int_equal(check(ARGS("--txt"), r2, 1, err, 200), -EINVAL);
-  assert_string_equal(err, "--txt needs --attach or --config");
+  assert_names(err,
+               (const char *const[]){"--txt", "--attach", "--config", NULL});
 }
 
 static void test_excludes(void **state) {
@@ -113,12 +129,12 @@ static void test_excludes(void **state) {
   char err[200];
   assert_int_equal(check(ARGS("--attach", "k"), r, 1, err, 200), 0);
   assert_int_equal(check(ARGS("--detach", "k", "ds"), r, 1, err, 200), 0);
-  assert_int_equal(check(ARGS("--attach", "k", "--detach", "j"), r, 1, err, 200),
-                   -EINVAL);
-  assert_string_equal(err, "--attach and --detach exclude each other");
+  assert_int_equal(
+      check(ARGS("--attach", "k", "--detach", "j"), r, 1, err, 200), -EINVAL);
+  assert_names(err, (const char *const[]){"--attach", "--detach", NULL});
   /* The positional arguments are a name of their own. */
   assert_int_equal(check(ARGS("--attach", "k", "ds"), r, 1, err, 200), -EINVAL);
-  assert_string_equal(err, "--attach and " TG_FLAG_ARGS " exclude each other");
+  assert_names(err, (const char *const[]){"--attach", TG_FLAG_ARGS, NULL});
 }
 
 static void test_any_of(void **state) {
@@ -129,27 +145,30 @@ static void test_any_of(void **state) {
   assert_int_equal(check(ARGS("ds"), r, 1, err, 200), 0);
   assert_int_equal(check(ARGS("-c", "x"), r, 1, err, 200), 0);
   assert_int_equal(check(ARGS("--txt"), r, 1, err, 200), -EINVAL);
-  assert_string_equal(err, "give --attach or --config or " TG_FLAG_ARGS);
+  assert_names(
+      err, (const char *const[]){"--attach", "--config", TG_FLAG_ARGS, NULL});
 }
 
 static void test_at_most_and_one_of(void **state) {
   (void)state;
   const tg_flag_rule_t most[] = {
       TG_FLAG_AT_MOST_ONE_OF(("attach", "detach", "stop"), NULL)};
-  const tg_flag_rule_t one[] = {TG_FLAG_ONE_OF(("attach", "detach", "stop"), NULL)};
+  const tg_flag_rule_t one[] = {
+      TG_FLAG_ONE_OF(("attach", "detach", "stop"), NULL)};
   char err[200];
   assert_int_equal(check(NO_ARGS, most, 1, err, 200), 0);
   assert_int_equal(check(NO_ARGS, one, 1, err, 200), -EINVAL);
-  assert_string_equal(err, "give --attach or --detach or --stop");
+  assert_names(err,
+               (const char *const[]){"--attach", "--detach", "--stop", NULL});
   assert_int_equal(check(ARGS("--stop"), most, 1, err, 200), 0);
   assert_int_equal(check(ARGS("--stop"), one, 1, err, 200), 0);
   /* Two given: both named, in the rule's order, whatever the line's. */
   assert_int_equal(check(ARGS("--stop", "--detach", "k"), most, 1, err, 200),
                    -EINVAL);
-  assert_string_equal(err, "--detach and --stop exclude each other");
+  assert_names(err, (const char *const[]){"--detach", "--stop", NULL});
   assert_int_equal(check(ARGS("--detach", "k", "--stop"), one, 1, err, 200),
                    -EINVAL);
-  assert_string_equal(err, "--detach and --stop exclude each other");
+  assert_names(err, (const char *const[]){"--detach", "--stop", NULL});
 }
 
 static bool out_not_dash(const void *ctx) {
@@ -184,7 +203,7 @@ static void test_refused(void **state) {
   char err[200];
   assert_int_equal(check(ARGS("--txt"), r, 1, err, 200), 0);
   assert_int_equal(check(ARGS("--detach", "k"), r, 1, err, 200), -EINVAL);
-  assert_string_equal(err, "--detach is not supported");
+  assert_names(err, (const char *const[]){"--detach", NULL});
 }
 
 /* Marked by hand (config fields, not a command line): the same rules. */
@@ -198,8 +217,8 @@ static void test_marked_given(void **state) {
   };
   tg_flags_given_t g;
   memset(&g, 0, sizeof(g));
-  tg_flags_mark_given(&g, 2); /* attach */
-  tg_flags_mark_given(&g, 3); /* detach */
+  tg_flags_mark_given(&g, 2);                  /* attach */
+  tg_flags_mark_given(&g, 3);                  /* detach */
   tg_flags_mark_given(&g, TG_FLAGS_GIVEN_MAX); /* past the end: ignored */
   char err[200];
   size_t which = 99;
@@ -220,9 +239,11 @@ static void test_order_is_the_tables(void **state) {
   /* Both broken: the first rule of the table is reported, however the
    * command line orders the flags. */
   assert_int_equal(check(ARGS("--stop", "--txt"), r, 2, err, 200), -EINVAL);
-  assert_string_equal(err, "--txt needs --config");
+  assert_names(err, (const char *const[]){"--txt", "--config", NULL});
+  assert_int_equal(last_which, 0);
   assert_int_equal(check(ARGS("--txt", "--stop"), r, 2, err, 200), -EINVAL);
-  assert_string_equal(err, "--txt needs --config");
+  assert_names(err, (const char *const[]){"--txt", "--config", NULL});
+  assert_int_equal(last_which, 0);
 }
 
 static void test_unknown_name_is_a_bug(void **state) {
@@ -234,13 +255,13 @@ static void test_unknown_name_is_a_bug(void **state) {
       TG_FLAG_EXCLUDES(("attach"), ("detatch"), NULL), /* misspelt */
   };
   char err[200];
-  assert_int_equal(tg_flag_rules_lint(o.flags, N_FLAGS, r, 2, err, 200), -ENOENT);
+  assert_int_equal(tg_flag_rules_lint(o.flags, N_FLAGS, r, 2, err, 200),
+                   -ENOENT);
   assert_non_null(strstr(err, "rule 1"));
   assert_non_null(strstr(err, "--detatch"));
   /* The validator refuses it rather than reading it as never given. */
   assert_int_equal(
-      tg_flag_rules_check(o.flags, N_FLAGS, &o.given, r, 2, &o, err, 200,
-                          NULL),
+      tg_flag_rules_check(o.flags, N_FLAGS, &o.given, r, 2, &o, err, 200, NULL),
       -ENOENT);
   assert_non_null(strstr(err, "--detatch"));
   /* Shapes that do not fit their kind. */
@@ -249,9 +270,15 @@ static void test_unknown_name_is_a_bug(void **state) {
       TG_FLAG_AT_MOST_ONE_OF(("txt"), NULL),
       TG_FLAG_CHECK(("txt"), (NULL), NULL, out_not_dash),
       TG_FLAG_CHECK(("txt"), (NULL), "why", NULL),
-      {.kind = TG_RULE_ANY_OF, .a = {"txt"}, .b = {"stop"}, .why = NULL,
+      {.kind = TG_RULE_ANY_OF,
+       .a = {"txt"},
+       .b = {"stop"},
+       .why = NULL,
        .ok = NULL},
-      {.kind = TG_RULE_REFUSED, .a = {NULL}, .b = {NULL}, .why = NULL,
+      {.kind = TG_RULE_REFUSED,
+       .a = {NULL},
+       .b = {NULL},
+       .why = NULL,
        .ok = NULL},
   };
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)

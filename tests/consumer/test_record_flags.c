@@ -29,6 +29,8 @@ static line_t L; /* record_opts_t holds 1024 host slots: not on the stack */
 
 /* Parses |args| (NULL-terminated) as record's parse_args does, then its
  * rules: the validator's result, the message in |err|. */
+static size_t broken_table, broken_rule; /* where check() found it */
+
 static int check(const char *const *args, char *err, size_t cap) {
   memset(&L, 0, sizeof(L));
   L.n = record_flag_table(&L.o, &L.hosts, L.flags, RECORD_MAX_FLAGS);
@@ -36,12 +38,14 @@ static int check(const char *const *args, char *err, size_t cap) {
   char *argv[24] = {"tracegate record"};
   int argc = 1;
   while (*args && argc < 23) argv[argc++] = (char *)*args++;
-  assert_int_equal(tg_flags_parse_given("tracegate record", L.flags, L.n, argc,
-                                        argv, L.o.ds, RECORD_MAX_DATA_SOURCES,
-                                        &L.o.n_ds, &L.given),
-                   0);
+  assert_int_equal(
+      tg_flags_parse_given("tracegate record", L.flags, L.n, argc, argv, L.o.ds,
+                           RECORD_MAX_DATA_SOURCES, &L.o.n_ds, &L.given),
+      0);
   err[0] = 0;
-  return record_check_flags(&L.o, L.flags, L.n, &L.given, err, cap);
+  broken_table = broken_rule = SIZE_MAX;
+  return record_check_flags(&L.o, L.flags, L.n, &L.given, err, cap,
+                            &broken_table, &broken_rule);
 }
 
 #define LONG_KEY                                                           \
@@ -61,7 +65,10 @@ typedef struct breaking {
 static const breaking_t cases[] = {
     /* The rules every clone and recording keeps (record mode's table 0). */
     {RECORD_MODE_RECORD, 0, 0, {"--attach", "k", "--size", "1m", "-o", "x"}},
-    {RECORD_MODE_RECORD, 0, 1, {"--attach", "k", "--background-wait", "-o", "x"}},
+    {RECORD_MODE_RECORD,
+     0,
+     1,
+     {"--attach", "k", "--background-wait", "-o", "x"}},
     {RECORD_MODE_RECORD, 0, 2, {"-d", "--detach", "k", "ds"}},
     {RECORD_MODE_RECORD, 0, 3, {"--background-wait", "-o", "-", "ds"}},
     {RECORD_MODE_RECORD, 0, 4, {"--clone-for-bugreport", "-o", "x", "ds"}},
@@ -81,20 +88,31 @@ static const breaking_t cases[] = {
     {RECORD_MODE_RECORD, 1, 12, {"--merge", "-o", "x", "ds"}},
     {RECORD_MODE_RECORD, 1, 13, {"--merge-allow-fields", "a", "-o", "x", "ds"}},
     {RECORD_MODE_RECORD, 1, 14, {"--app-tracks", "joined", "-o", "x", "ds"}},
-    {RECORD_MODE_RECORD, 1, 15, {"--clock-from-requests", "on", "-o", "x", "ds"}},
+    {RECORD_MODE_RECORD,
+     1,
+     15,
+     {"--clock-from-requests", "on", "-o", "x", "ds"}},
     {RECORD_MODE_RECORD, 1, 16, {"-H", "h", "--detach", "k", "ds"}},
-    {RECORD_MODE_RECORD, 1, 17, {"-H", "h", "-H", "g", "--attach", "k", "-o", "x"}},
+    {RECORD_MODE_RECORD,
+     1,
+     17,
+     {"-H", "h", "-H", "g", "--attach", "k", "-o", "x"}},
     {RECORD_MODE_RECORD, 1, 18, {"-H", "h", "--attach", "k"}},
     {RECORD_MODE_RECORD, 1, 19, {"-H", "h", "--attach", LONG_KEY, "-o", "x"}},
     {RECORD_MODE_RECORD, 1, 20, {"--tls-server-name", "n", "-o", "x", "ds"}},
     {RECORD_MODE_RECORD, 1, 21, {"--clock-sync-period", "5s", "-o", "x", "ds"}},
     /* A clone's (table 0 is the common one, covered above). */
-    {RECORD_MODE_CLONE, 1, 0, {"--clone", "1", "--clone-by-name", "n", "-o", "x"}},
+    {RECORD_MODE_CLONE,
+     1,
+     0,
+     {"--clone", "1", "--clone-by-name", "n", "-o", "x"}},
     {RECORD_MODE_CLONE, 1, 1, {"--clone", "1", "-t", "5s", "-o", "x"}},
     {RECORD_MODE_CLONE, 1, 2, {"--clone", "1", "--stop", "-o", "x"}},
     {RECORD_MODE_CLONE, 1, 3, {"--clone-by-name", "n", "-H", "h", "-o", "x"}},
     {RECORD_MODE_CLONE, 1, 4, {"--clone", "1"}},
-    {RECORD_MODE_BUGREPORT_ALL, 0, 0,
+    {RECORD_MODE_BUGREPORT_ALL,
+     0,
+     0,
      {"--save-all-for-bugreport", "--summary-json", "s"}},
     {RECORD_MODE_BUGREPORT, 0, 0, {"--save-for-bugreport", "-b", "1m"}},
     {RECORD_MODE_IS_DETACHED, 0, 0, {"--is_detached", "k", "-o", "x"}},
@@ -129,6 +147,9 @@ static void test_each_rule_broken_by_a_line(void **state) {
     assert_true(b->table < record_rules_of(b->mode, t));
     assert_true(b->rule < t[b->table].n);
     const char *why = t[b->table].rules[b->rule].why;
+    if (broken_table != b->table || broken_rule != b->rule)
+      fail_msg("case %zu: broke table %zu rule %zu ('%s')", c, broken_table,
+               broken_rule, err);
     if (!why || strcmp(err, why))
       fail_msg("case %zu: got '%s', rule says '%s'", c, err, why ? why : "");
   }
@@ -150,7 +171,8 @@ static void test_every_rule_has_a_case(void **state) {
           found = cases[c].table < nu &&
                   u[cases[c].table].rules == t[i].rules && cases[c].rule == r;
         }
-        if (!found) fail_msg("mode %d table %zu rule %zu: no case", (int)m, i, r);
+        if (!found)
+          fail_msg("mode %d table %zu rule %zu: no case", (int)m, i, r);
       }
     }
   }

@@ -39,7 +39,8 @@ static void test_rules_name_only_relay_flags(void **state) {
   (void)state;
   char err[256];
   check((const char *const[]){NULL}, err, sizeof(err));
-  int rv = tg_flag_rules_lint(F, N, relay_rules, relay_n_rules, err, sizeof(err));
+  int rv =
+      tg_flag_rules_lint(F, N, relay_rules, relay_n_rules, err, sizeof(err));
   if (rv < 0) fail_msg("%s", err);
 }
 
