@@ -12,9 +12,17 @@
 int cli_parse_flags(const char *prog, const char *synopsis, const char *about,
                     const tg_flag_t *flags, size_t n, int argc, char **argv,
                     char **pos, size_t max_pos, size_t *n_pos) {
+  return cli_parse_flags_given(prog, synopsis, about, flags, n, argc, argv, pos,
+                               max_pos, n_pos, NULL);
+}
+
+int cli_parse_flags_given(const char *prog, const char *synopsis,
+                          const char *about, const tg_flag_t *flags, size_t n,
+                          int argc, char **argv, char **pos, size_t max_pos,
+                          size_t *n_pos, tg_flags_given_t *given) {
   /* Every command's --version is the program's. */
   const tg_prog_t p = {.name = prog, .synopsis = synopsis, .about = about,
-                       .version_name = CLI_PROG};
+                       .version_name = CLI_PROG, .given = given};
   int status;
   if (!tg_prog_flags(&p, flags, n, argc, argv, pos, max_pos, n_pos, &status))
     return 0;

@@ -75,6 +75,12 @@ int cli_profile_output(const char *prog, const struct tg_prof *p,
 int cli_parse_flags(const char *prog, const char *synopsis, const char *about,
                     const tg_flag_t *flags, size_t n, int argc, char **argv,
                     char **pos, size_t max_pos, size_t *n_pos);
+/* cli_parse_flags(), also filling |given| (owned by the caller) with the
+ * flags the line gave, for the command's flag rules (common/flag_rules.h). */
+int cli_parse_flags_given(const char *prog, const char *synopsis,
+                          const char *about, const tg_flag_t *flags, size_t n,
+                          int argc, char **argv, char **pos, size_t max_pos,
+                          size_t *n_pos, tg_flags_given_t *given);
 
 /* The value |v| of --|flag| as a duration in the grammar of
  * common/units.h ("10s", "1.5s", "1m30s"; a number alone is seconds, as

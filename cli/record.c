@@ -16,15 +16,10 @@
 #include "common/units.h"
 #include "cli/fleet.h"
 #include "cli/record.h"
+#include "cli/record_flags.h"
 #include "ipc/channel.h"
 
-#define DEFAULT_BUFFER "32mb"
 #define DEFAULT_QUICK_DURATION_MS 10000
-#define DEFAULT_RECONNECT "60s"
-#define DEFAULT_COMPRESS "zstd:1"
-#define DEFAULT_GRACE "60s"
-#define DEFAULT_DEAD_LINK "10s"
-#define DEFAULT_CLOCK_SYNC "30s"
 
 static const char synopsis[] =
     "[-c CONFIG [--txt] | DATA_SOURCE...] -o OUT [-t DURATION] [-b SIZE]\n"
@@ -36,9 +31,6 @@ static const char synopsis[] =
     "         [--hosts FILE] --ca F [--cert F --key F] [--tls-server-name NAME]\n"
     "         -o DIR | -o FILE [--merge] [-t DURATION] [-b SIZE]\n"
     "       " CLI_PROG " record -H HOST --attach KEY -o FILE [--merge] [--stop]";
-
-/* zstd's highest level, the most --compress asks of a relay. */
-#define COMPRESS_LEVEL_MAX 19
 
 /* --compress: "none" -> 0, "zstd" -> 1, "zstd:N" -> N (1..
  * COMPRESS_LEVEL_MAX). Returns 0 or -EINVAL. */
@@ -200,192 +192,29 @@ static int usage_error(const char *prog, const char *msg) {
   return CLI_EXIT_USAGE;
 }
 
-static int parse_args(record_opts_t *o, const char *prog, int argc,
-                      char **argv) {
-  memset(o, 0, sizeof(*o));
-  o->socket = tg_ipc_default_socket(false);
-  const tg_flag_t flags[] = {
-      {"config", TG_FLAG_STRING, &o->config, "FILE",
-       "-c: the TraceConfig file ('-' reads stdin)", 0, 0},
-      {"txt", TG_FLAG_BOOL, &o->txt, NULL,
-       "the config is in protobuf text format", 0, 0},
-      {"out", TG_FLAG_STRING, &o->out, "FILE", "-o: the trace file to write", 0, 0},
-      {"time", TG_FLAG_STRING, &o->time, "DURATION",
-       "-t: how long to trace (10s, 500ms, 2m, 1m30s; a number alone: "
-       "seconds; 0 = until Ctrl-C)", 0, 0},
-      {"buffer", TG_FLAG_STRING, &o->buffer, "SIZE",
-       "-b: the buffer size (64mb, 512K; a number alone: bytes; default "
-       DEFAULT_BUFFER ")", 0, 0},
-      {"detach", TG_FLAG_STRING, &o->detach, "KEY",
-       "start the session, leave it running under KEY and exit", 0, 0},
-      {"attach", TG_FLAG_STRING, &o->attach, "KEY",
-       "take over the detached session KEY and record it", 0, 0},
-      {"stop", TG_FLAG_BOOL, &o->stop, NULL,
-       "with --attach: stop the session at once and write OUT", 0, 0},
-      {"read-buffers", TG_FLAG_BOOL, &o->read_buffers, NULL,
-       "stream the trace over the connection even from a local service", 0, 0},
-      {"socket", TG_FLAG_STRING, &o->socket, "PATH",
-       "the service's consumer socket ('@name': abstract)", 0, 0},
-      CLI_HOST_FLAG(&o->remote, CLI_HOST_HELP "; repeat for many"),
-      {"hosts", TG_FLAG_STRING, &o->remote.hosts_file, "FILE",
-       "more hosts, one per line: HOST [name=SERVER_NAME] [label=LABEL] "
-       "('#' starts a comment)", 0, 0},
-      CLI_TLS_FLAGS(&o->remote),
-      CLI_SESSION_CACHE_FLAG(&o->remote),
-      {"merge", TG_FLAG_BOOL, &o->merge, NULL,
-       "with remote hosts: write one trace, each host a machine", 0, 0},
-      {"strict", TG_FLAG_BOOL, &o->strict, NULL,
-       "exit 4 for any data-source problem: one that runs without some "
-       "of its events, or that no producer offered, too", 0, 0},
-      {"summary-json", TG_FLAG_STRING, &o->summary_json, "FILE",
-       "at the end, write what the recording came to as JSON (per host: "
-       "outcome, reason, bytes, packets, every loss counter, reconnections, "
-       "link-down time, clock offset) into FILE, or - for standard output; "
-       "the schema is in docs/commands.md", 0, 0},
-      {"app-tracks", TG_FLAG_STRING, &o->app_tracks, "joined|machines",
-       "with --merge: where the hosts' app track events go: joined (the "
-       "default: on the collector's machine, as HOST/process, so that "
-       "trace processor joins flows across hosts) or machines (each on its "
-       "host's machine: flows join within a host only; docs/merge.md)",
-       0, 0},
-      {"clock-from-requests", TG_FLAG_STRING, &o->clock_from_requests,
-       "on|off",
-       "with --merge: once the trace is written, place each host by the "
-       "requests between hosts (a client slice's flow to its server's) "
-       "instead of ClockSync alone, a second pass over the file (on, the "
-       "default; docs/merge.md, \"Clocks from requests\")", 0, 0},
-      {"merge-allow-fields", TG_FLAG_STRING, &o->merge_allow, "NAME[,NAME]",
-       "with --merge: also keep these TracePacket fields (interned_data.NAME "
-       "for InternedData's), which the merge leaves out as no Linux producer "
-       "writes them; this trusts every host's producers with the whole "
-       "trace (docs/merge.md)", 0, 0},
-      {"reconnect-timeout", TG_FLAG_STRING, &o->reconnect, "DURATION",
-       "how long to try to get a host back after its link dropped (default "
-       DEFAULT_RECONNECT "; 0: do not)", 0, 0},
-      {"grace", TG_FLAG_STRING, &o->grace, "DURATION",
-       "how long past its duration a session may take to end before it is "
-       "stopped (default " DEFAULT_GRACE ")", 0, 0},
-      {"compress", TG_FLAG_STRING, &o->compress, "MODE",
-       "with remote hosts: none, zstd or zstd:LEVEL (1-"
-       CLI_STR(COMPRESS_LEVEL_MAX) ") for what the "
-       "relay sends (default " DEFAULT_COMPRESS "; a relay without it sends "
-       "plain)", 0, 0},
-      {"dead-link-timeout", TG_FLAG_STRING, &o->dead_link, "DURATION",
-       "with remote hosts: a link that answers nothing for this long is "
-       "dead and reconnected (default " DEFAULT_DEAD_LINK ")", 0, 0},
-      {"clock-sync-period", TG_FLAG_STRING, &o->clock_sync, "DURATION",
-       "with remote hosts: re-read their clocks this often, and after every "
-       "reconnection (default " DEFAULT_CLOCK_SYNC ")", 0, 0},
-      {"clone", TG_FLAG_UINT, &o->clone_id, "ID",
-       "write a snapshot of the running session ID (see " CLI_PROG
-       " query) into OUT; the session runs on", 1, 0},
-      {"clone-by-name", TG_FLAG_STRING, &o->clone_name, "NAME",
-       "the same for the session with unique_session_name NAME", 0, 0},
-      /* Perfetto's remaining perfetto_cmd flags, kept together. */
-      {"background", TG_FLAG_BOOL, &o->background, NULL,
-       "-d: go on in the background: print the pid of the process that "
-       "records and exit (kill -TERM PID stops it cleanly)", 0, 0},
-      {"background-wait", TG_FLAG_BOOL, &o->background_wait, NULL,
-       "as --background, but exit only once every data source started: 0 "
-       "then, 1 if the recording ended first or did not start within "
-       "30s", 0, 0},
-      {"size", TG_FLAG_STRING, &o->size, "SIZE",
-       "-s: stop the session once the trace file holds SIZE bytes "
-       "(max_file_size_bytes; 64mb, 1G; a number alone: bytes)", 0, 0},
-      {"is_detached", TG_FLAG_STRING, &o->is_detached, "KEY",
-       "is a detached session KEY there? exit 0: yes, 2: no, 1: error "
-       "(it stays detached)", 0, 0},
-      {"save-for-bugreport", TG_FLAG_BOOL, &o->bugreport, NULL,
-       "write a snapshot of the running session with the highest "
-       "bugreport_score into $TMPDIR/systrace.pftrace (/tmp without "
-       "TMPDIR; -o names another file); none: no file, exit 0", 0, 0},
-      {"save-all-for-bugreport", TG_FLAG_BOOL, &o->bugreport_all, NULL,
-       "write a snapshot of every running session with a bugreport_score "
-       "> 0 into $TMPDIR (/tmp without TMPDIR), each named by its "
-       "bugreport_filename (default systrace.pftrace; _1, _2 for repeats), "
-       "the highest score first; none: exit 0", 0, 0},
-      {"clone-for-bugreport", TG_FLAG_BOOL, &o->clone_for_bugreport, NULL,
-       "with --clone or --clone-by-name: clone as for a bugreport "
-       "(CloneSession for_bugreport)", 0, 0},
-  };
-  int rv = cli_parse_flags(prog, synopsis, about, flags,
-                           sizeof(flags) / sizeof(flags[0]), argc, argv, o->ds,
-                           RECORD_MAX_DATA_SOURCES, &o->n_ds);
-  if (rv == 1) return CLI_EXIT_OK;
-  if (rv < 0) return CLI_EXIT_USAGE;
-  if (o->bugreport_all) {
-    if (o->bugreport || o->config || o->n_ds || o->txt || o->time ||
-        o->buffer || o->size || o->out || o->attach || o->detach || o->stop ||
-        o->background || o->background_wait || o->clone_id || o->clone_name ||
-        o->clone_for_bugreport || o->summary_json || o->remote.n_hosts ||
-        o->remote.hosts_file)
-      return usage_error(prog, "--save-all-for-bugreport takes only --socket");
-    return -1; /* go on */
+/* --save-for-bugreport is perfetto_cmd's --clone kBugreportSessionId
+ * --clone-for-bugreport -o its bugreport path. */
+static int resolve_bugreport(record_opts_t *o, const char *prog) {
+  if (!o->out) {
+    if (!(o->out = bugreport_path()))
+      return usage_error(prog, "TMPDIR is too long for a path: give -o FILE");
+    if (record_bugreport_target_ok(o->out) < 0) return CLI_EXIT_FAIL;
   }
-  if (o->bugreport) {
-    if (o->config || o->n_ds || o->txt || o->time || o->buffer || o->size ||
-        o->attach || o->detach || o->stop || o->background ||
-        o->background_wait || o->clone_id || o->clone_name ||
-        o->remote.n_hosts || o->remote.hosts_file)
-      return usage_error(prog, "--save-for-bugreport takes only -o and --socket");
-    /* perfetto_cmd's --save-for-bugreport is --clone kBugreportSessionId
-     * --clone-for-bugreport -o its bugreport path. */
-    if (!o->out) {
-      if (!(o->out = bugreport_path()))
-        return usage_error(prog, "TMPDIR is too long for a path: give -o FILE");
-      if (record_bugreport_target_ok(o->out) < 0) return CLI_EXIT_FAIL;
-    }
-    o->clone_id = UINT64_MAX;
-    return -1; /* go on */
-  }
-  if (o->is_detached) {
-    if (o->config || o->n_ds || o->out || o->attach || o->detach || o->stop ||
-        o->background || o->remote.n_hosts || o->remote.hosts_file)
-      return usage_error(prog, "--is_detached KEY takes only --socket");
-    return -1;
-  }
-  if (o->size) {
-    if (cli_flag_size(prog, "size", o->size, 4096, UINT64_MAX,
-                      &o->max_file_bytes) < 0)
-      return CLI_EXIT_USAGE;
-    if (o->attach)
-      return usage_error(prog, "--attach cannot change the maximum file size");
-  }
-  if (o->background_wait) {
-    if (o->attach)
-      return usage_error(prog, "--background-wait starts a session: it cannot "
-                               "--attach");
-    o->background = true;
-  }
-  if (o->background) {
-    if (o->detach)
-      return usage_error(prog, "--detach and --background exclude each other");
-    if (o->out && !strcmp(o->out, "-"))
-      return usage_error(prog, "--background cannot write to stdout (-o -)");
-  }
+  o->clone_id = UINT64_MAX;
+  return -1; /* go on */
+}
 
-  if (o->clone_for_bugreport && !o->clone_id && !o->clone_name)
-    return usage_error(prog, "--clone-for-bugreport goes with --clone or "
-                             "--clone-by-name");
-  /* --clone: a snapshot of a session that exists, written to -o. */
-  if (o->clone_id || o->clone_name) {
-    if (o->clone_id && o->clone_name)
-      return usage_error(prog, "--clone and --clone-by-name exclude each other");
-    if (o->config || o->n_ds || o->txt || o->time || o->buffer)
-      return usage_error(prog, "--clone records an existing session: no -c, "
-                               "data sources, -t or -b");
-    if (o->attach || o->detach || o->stop)
-      return usage_error(prog, "--clone leaves the session alone: no --attach, "
-                               "--detach or --stop");
-    if (o->remote.n_hosts || o->remote.hosts_file)
-      return usage_error(prog, "--clone works with the local service "
-                               "(--socket), not with -H");
-    if (!o->out) return usage_error(prog, "-o OUT is required");
-    if (o->clone_name && !o->clone_name[0])
-      return usage_error(prog, "--clone-by-name: give the session's name");
-    return -1; /* go on */
-  }
+/* -s and -d, for a clone and a recording alike. */
+static int resolve_size(record_opts_t *o, const char *prog) {
+  if (o->size && cli_flag_size(prog, "size", o->size, 4096, UINT64_MAX,
+                               &o->max_file_bytes) < 0)
+    return CLI_EXIT_USAGE;
+  if (o->background_wait) o->background = true;
+  return -1;
+}
 
+/* -t and -b: the session's duration and buffer. */
+static int resolve_session(record_opts_t *o, const char *prog) {
   if (o->time) {
     /* TraceConfig.duration_ms is a uint32. */
     if (cli_flag_duration_ms(prog, "time", o->time, 0, UINT32_MAX,
@@ -400,42 +229,14 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
       return CLI_EXIT_USAGE;
     o->has_buffer = true;
   }
-  if (o->remote.n_hosts || o->remote.hosts_file) {
-    if (o->background)
-      return usage_error(prog, "--background works with the local service");
-    if (o->size)
-      return usage_error(prog, "--size works with the local service");
-  }
-  if (o->attach && o->detach)
-    return usage_error(prog, "--attach and --detach exclude each other");
-  if (o->stop && !o->attach) return usage_error(prog, "--stop needs --attach KEY");
-  if (o->attach && (o->config || o->n_ds))
-    return usage_error(prog, "--attach records the detached session's config: "
-                             "no -c or data sources");
-  if (o->attach && o->has_buffer)
-    return usage_error(prog, "--attach cannot change the buffer size");
-  if (o->config && o->n_ds)
-    return usage_error(prog, "give either -c CONFIG or data source names, not both");
-  if (o->txt && !o->config) return usage_error(prog, "--txt needs -c CONFIG");
-  if (!o->attach && !o->config && !o->n_ds)
-    return usage_error(prog, "nothing to record: give -c CONFIG or data source names");
-  if (!o->out && !o->detach && !o->attach)
-    return usage_error(prog, "-o OUT is required");
-  if (o->out && !strcmp(o->out, "-") && o->detach)
-    return usage_error(prog, "--detach leaves the trace with the service: "
-                             "-o - (stdout) cannot follow it");
-  if (o->out && !strcmp(o->out, "-") && o->summary_json &&
-      !strcmp(o->summary_json, "-"))
-    return usage_error(prog, "-o - and --summary-json - would share standard "
-                             "output: give the summary a file");
-  bool remote = o->remote.n_hosts || o->remote.hosts_file;
-  if (o->merge && !remote)
-    return usage_error(prog, "--merge is for remote hosts (-H, --hosts)");
+  return -1;
+}
+
+/* The values of the --merge flags (the rules saw that --merge is there). */
+static int resolve_merge(record_opts_t *o, const char *prog) {
   if (o->merge_allow) {
     tg_ts_allow_t allow;
     char bad[64];
-    if (!o->merge)
-      return usage_error(prog, "--merge-allow-fields is for --merge");
     if (tg_trace_schema_allow(&allow, o->merge_allow, bad, sizeof(bad)) < 0) {
       fprintf(stderr, "%s: --merge-allow-fields: '%s' is not a field of "
                       "Perfetto's TracePacket (or InternedData, as "
@@ -446,63 +247,87 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
   o->app_tracks_mode = TG_MERGE_APP_DEFAULT;
   if (o->app_tracks) {
     tg_merge_app_tracks_t mode;
-    if (!o->merge) return usage_error(prog, "--app-tracks is for --merge");
     if (tg_merge_app_tracks_parse(o->app_tracks, &mode) < 0)
       return usage_error(prog, "--app-tracks: expected joined or machines");
     o->app_tracks_mode = (int)mode;
   }
   if (o->clock_from_requests) {
-    if (!o->merge)
-      return usage_error(prog, "--clock-from-requests is for --merge");
     if (strcmp(o->clock_from_requests, "on") &&
         strcmp(o->clock_from_requests, "off"))
       return usage_error(prog, "--clock-from-requests: expected on or off");
     o->clock_from_requests_off = !strcmp(o->clock_from_requests, "off");
   }
-  if (remote && o->detach)
-    return usage_error(prog, "--detach works with the local service "
-                             "(--socket), not with -H");
-  if (remote && o->attach && (o->remote.hosts_file || o->remote.n_hosts != 1))
-    return usage_error(prog, "--attach takes back one host's session: give "
-                             "one -H HOST");
-  if (remote && o->attach && !o->out)
-    return usage_error(prog, "-o OUT is required");
-  if (remote && o->attach && strlen(o->attach) > TG_RELAY_SESSION_KEY_MAX)
-    return usage_error(prog, "--attach: a resume key is at most "
-                             CLI_STR(TG_RELAY_SESSION_KEY_MAX) " characters");
-  if (!remote && (o->remote.tls.cert || o->remote.tls.key ||
-                  o->remote.tls.ca || o->remote.server_name ||
-                  o->remote.tls.session_cache ||
-                  o->reconnect || o->compress))
-    return usage_error(prog, "--cert, --key, --ca, --tls-server-name, "
-                             "--session-cache, --reconnect-timeout and "
-                             "--compress are for "
-                             "remote hosts (-H)");
+  return -1;
+}
+
+/* The links' timings and compression, each flag or its default. */
+static int resolve_links(record_opts_t *o, const char *prog) {
   if (cli_flag_duration_ms(prog, "reconnect-timeout",
                            o->reconnect ? o->reconnect : DEFAULT_RECONNECT, 0,
                            UINT64_MAX, &o->reconnect_ms) < 0)
     return CLI_EXIT_USAGE;
-  rv = cli_parse_compress(o->compress ? o->compress : DEFAULT_COMPRESS,
-                          &o->compress_level);
-  if (rv < 0) {
+  if (cli_parse_compress(o->compress ? o->compress : DEFAULT_COMPRESS,
+                         &o->compress_level) < 0) {
     fprintf(stderr, "%s: --compress: '%s' is not none, zstd or zstd:LEVEL "
             "with LEVEL 1..%d\n", prog, o->compress, COMPRESS_LEVEL_MAX);
     return CLI_EXIT_USAGE;
   }
   if (cli_flag_duration_ms(prog, "grace", o->grace ? o->grace : DEFAULT_GRACE,
-                           1, UINT64_MAX, &o->grace_ms) < 0)
-    return CLI_EXIT_USAGE;
-  if (!remote && (o->dead_link || o->clock_sync))
-    return usage_error(prog, "--dead-link-timeout and --clock-sync-period "
-                             "are for remote hosts (-H)");
-  if (cli_flag_duration_ms(prog, "dead-link-timeout",
+                           1, UINT64_MAX, &o->grace_ms) < 0 ||
+      cli_flag_duration_ms(prog, "dead-link-timeout",
                            o->dead_link ? o->dead_link : DEFAULT_DEAD_LINK,
                            1000, 3600000, &o->dead_link_ms) < 0 ||
       cli_flag_duration_ms(prog, "clock-sync-period",
                            o->clock_sync ? o->clock_sync : DEFAULT_CLOCK_SYNC,
                            1000, UINT64_MAX, &o->clock_sync_ms) < 0)
     return CLI_EXIT_USAGE;
-  return -1; /* go on */
+  return -1;
+}
+
+/* The values of the flags the mode uses, parsed and defaulted. Returns
+ * an exit status, or -1 to go on. */
+static int resolve(record_opts_t *o, const char *prog) {
+  int rc;
+  switch (record_mode(o)) {
+    case RECORD_MODE_BUGREPORT:
+      return resolve_bugreport(o, prog);
+    case RECORD_MODE_BUGREPORT_ALL:
+    case RECORD_MODE_IS_DETACHED:
+      return -1;
+    case RECORD_MODE_CLONE:
+      return resolve_size(o, prog);
+    case RECORD_MODE_RECORD:
+    case RECORD_MODES:
+      break;
+  }
+  if ((rc = resolve_size(o, prog)) >= 0 ||
+      (rc = resolve_session(o, prog)) >= 0 ||
+      (rc = resolve_merge(o, prog)) >= 0)
+    return rc;
+  return resolve_links(o, prog);
+}
+
+/* The flags into |o|: parsed, checked against record's flag rules
+ * (record_flags.c), then resolved. Returns an exit status, or -1 to go
+ * on. */
+static int parse_args(record_opts_t *o, const char *prog, int argc,
+                      char **argv) {
+  memset(o, 0, sizeof(*o));
+  o->socket = tg_ipc_default_socket(false);
+  tg_flag_list_t hosts;
+  tg_flag_t flags[RECORD_MAX_FLAGS];
+  size_t n = record_flag_table(o, &hosts, flags, RECORD_MAX_FLAGS);
+  tg_flags_given_t given;
+  int rv = cli_parse_flags_given(prog, synopsis, about, flags, n, argc, argv,
+                                 o->ds, RECORD_MAX_DATA_SOURCES, &o->n_ds,
+                                 &given);
+  if (rv == 1) return CLI_EXIT_OK;
+  if (rv < 0) return CLI_EXIT_USAGE;
+  char err[512];
+  if (record_check_flags(o, flags, n, &given, err, sizeof(err), NULL,
+                         NULL) < 0)
+    return usage_error(prog, err);
+  return resolve(o, prog);
 }
 
 #define QUICK_FLUSH_PERIOD_MS 30000

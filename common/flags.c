@@ -229,14 +229,33 @@ static int add_positional(const char *prog, char *a, char **pos,
   return 0;
 }
 
+bool tg_flags_was_given(const tg_flags_given_t *g, size_t index) {
+  return index < TG_FLAGS_GIVEN_MAX &&
+         (g->bits[index / 64] >> (index % 64) & 1);
+}
+
+void tg_flags_mark_given(tg_flags_given_t *g, size_t index) {
+  if (index < TG_FLAGS_GIVEN_MAX)
+    g->bits[index / 64] |= UINT64_C(1) << (index % 64);
+}
+
+static void mark_given(tg_flags_given_t *g, const tg_flag_t *flags,
+                       const tg_flag_t *f) {
+  if (g) tg_flags_mark_given(g, (size_t)(f - flags));
+}
+
 /* One getopt_long() step; 2 when the flags ended. */
 static int step(const char *prog, const tg_flag_t *flags, size_t n,
                 const struct option *lo, const char *so, int argc,
-                char **argv, char **pos, size_t max_pos, size_t *np) {
+                char **argv, char **pos, size_t max_pos, size_t *np,
+                tg_flags_given_t *given) {
   int at = optind ? optind : 1, idx = -1; /* 0: before the first call */
   int c = getopt_long(argc, argv, so, lo, &idx);
   if (c == -1) return 2;
-  if (c == 1) return add_positional(prog, optarg, pos, max_pos, np);
+  if (c == 1) {
+    if (given) given->args = true;
+    return add_positional(prog, optarg, pos, max_pos, np);
+  }
   if (c == '?') return unknown(prog, argv[optind - 1], optopt);
   if (idx >= 0 && !named_in_full(argv[at], lo[idx].name))
     return unknown(prog, argv[at], 0);
@@ -248,6 +267,7 @@ static int step(const char *prog, const tg_flag_t *flags, size_t n,
             f->metavar ? f->metavar : "VALUE");
     return -EINVAL;
   }
+  mark_given(given, flags, f);
   if (f->type == TG_FLAG_BOOL) {
     if (optarg) {
       fprintf(stderr, "%s: --%s takes no value\n", prog, f->name);
@@ -261,18 +281,36 @@ static int step(const char *prog, const tg_flag_t *flags, size_t n,
 
 int tg_flags_parse(const char *prog, const tg_flag_t *flags, size_t n, int argc,
                    char **argv, char **pos, size_t max_pos, size_t *n_pos) {
+  return tg_flags_parse_given(prog, flags, n, argc, argv, pos, max_pos, n_pos,
+                              NULL);
+}
+
+int tg_flags_parse_given(const char *prog, const tg_flag_t *flags, size_t n,
+                         int argc, char **argv, char **pos, size_t max_pos,
+                         size_t *n_pos, tg_flags_given_t *given) {
   struct option *lo = NULL;
   char *so = NULL;
   size_t np = 0;
+  if (given) {
+    memset(given, 0, sizeof(*given));
+    if (n > TG_FLAGS_GIVEN_MAX) {
+      fprintf(stderr, "%s: internal error: %zu flags, at most %d recorded\n",
+              prog, n, TG_FLAGS_GIVEN_MAX);
+      return -EINVAL;
+    }
+  }
   int rv = build_getopt(flags, n, &lo, &so);
   if (rv == 0) {
     optind = 0; /* glibc: start afresh, whatever an earlier parse left */
     opterr = 0; /* the messages are ours */
-    while ((rv = step(prog, flags, n, lo, so, argc, argv, pos, max_pos, &np)) == 0) {
+    while ((rv = step(prog, flags, n, lo, so, argc, argv, pos, max_pos, &np,
+                      given)) == 0) {
     }
     /* After "--" everything is positional. */
-    for (int i = optind; rv == 2 && i < argc; i++)
+    for (int i = optind; rv == 2 && i < argc; i++) {
+      if (given) given->args = true;
       if (add_positional(prog, argv[i], pos, max_pos, &np) < 0) rv = -EINVAL;
+    }
     if (rv == 2) rv = 0;
   }
   free(lo);
@@ -365,7 +403,9 @@ bool tg_prog_flags(const tg_prog_t *p, const tg_flag_t *flags, size_t n,
   if (n) memcpy(all, flags, n * sizeof(*all));
   all[n] = (tg_flag_t){"version", TG_FLAG_BOOL, &version, NULL,
                        "print the version and exit", 0, 0};
-  int rv = tg_flags_parse(p->name, all, n + 1, argc, argv, pos, max_pos, n_pos);
+  /* --version is last: the table's own indexes are the same in |given|. */
+  int rv = tg_flags_parse_given(p->name, all, n + 1, argc, argv, pos, max_pos,
+                                n_pos, p->given);
   if (rv == 1) {
     tg_flags_usage(stdout, p->name, p->synopsis, all, n + 1);
     if (p->about && p->about[0]) printf("\n%s", p->about);

@@ -54,6 +54,25 @@ typedef struct tg_flag {
   uint64_t min, max;   /* TG_FLAG_UINT and the units; max 0 = no limit */
 } tg_flag_t;
 
+/* Which flags of a table a command line gave, by their index in the
+ * table, and whether it gave positional arguments: what the rules of
+ * common/flag_rules.h are checked against. A flag given with the value
+ * of its default is given all the same. */
+#define TG_FLAGS_GIVEN_MAX 128 /* flags of one table that are recorded */
+typedef struct tg_flags_given {
+  uint64_t bits[TG_FLAGS_GIVEN_MAX / 64];
+  bool args; /* a positional argument was given */
+} tg_flags_given_t;
+
+/* Whether the flag at |index| of the table was given; false past
+ * TG_FLAGS_GIVEN_MAX. */
+bool tg_flags_was_given(const tg_flags_given_t *g, size_t index);
+
+/* Marks the flag at |index| given (ignored past TG_FLAGS_GIVEN_MAX): for
+ * "flags" that are not parsed from a command line, such as the fields a
+ * config sets, checked by rules all the same. */
+void tg_flags_mark_given(tg_flags_given_t *g, size_t index);
+
 /* Parses argv[1..]: "--name value", "--name=value", and "-x value" or
  * "-xvalue" for short forms; names must be given in full. "--" ends the
  * flags. Positional arguments are collected into |pos| (at most
@@ -64,6 +83,13 @@ typedef struct tg_flag {
 int tg_flags_parse(const char *prog, const tg_flag_t *flags, size_t n,
                    int argc, char **argv, char **pos, size_t max_pos,
                    size_t *n_pos);
+
+/* tg_flags_parse(), also filling |given| (zeroed first; owned by the
+ * caller; NULL: not wanted). A table of more than TG_FLAGS_GIVEN_MAX
+ * flags cannot be recorded: -EINVAL before anything is parsed. */
+int tg_flags_parse_given(const char *prog, const tg_flag_t *flags, size_t n,
+                         int argc, char **argv, char **pos, size_t max_pos,
+                         size_t *n_pos, tg_flags_given_t *given);
 
 /* The flags with their help and defaults, then the short forms if any. */
 void tg_flags_usage(FILE *out, const char *prog, const char *synopsis,
@@ -88,6 +114,9 @@ typedef struct tg_prog {
   /* --version: lines after the first one (the libraries that serve a
    * program's parts); NULL: none. */
   void (*version_detail)(FILE *out);
+  /* Filled with the flags of the table given (tg_flags_parse_given());
+   * NULL: not wanted. Owned by main(). */
+  tg_flags_given_t *given;
 } tg_prog_t;
 
 /* main()'s flags: tg_flags_parse() with |flags| and the two flags every

@@ -21,6 +21,7 @@
 #include "relay/audit.h"
 #include "auth/authz.h"
 #include "relay/bridge.h"
+#include "relay/relay_flags.h"
 #include "relay/relay_service.h"
 #include "tls/paths.h"
 #include "tls/session.h"
@@ -31,7 +32,6 @@
 
 
 #define PROG "tracegate-relay"
-#define DEFAULT_LISTEN "0.0.0.0:7467"
 #define DETACH_TIMEOUT_MS 5000
 
 /* Everything the process holds; one instance, in main()'s frame. */
@@ -244,168 +244,77 @@ static void version_detail(FILE *out) {
   fprintf(out, "%s\n", paths);
 }
 
-int main(int argc, char **argv) {
-  static relay_t r;
-  const char *listen = DEFAULT_LISTEN;
-  const char *consumer_socket = tg_ipc_default_socket(false);
-  const char *cert = NULL, *key = NULL, *ca = NULL, *crl = NULL;
-  const char *authz_path = NULL, *audit_path = NULL;
-  const char *compress = "allow";
-  uint64_t max_conns = 64, hs_timeout = 10000, idle_timeout = 600000;
-  uint64_t evict_after_ms = 1000;
-  uint64_t per_identity = 0; /* half of --max-conns */
-  uint64_t high_water_kb = 4096;
-  uint64_t dead_link_s = 10;
-  uint64_t session_lease_ms = 0;
-  uint64_t replay_window_kb = 8192;
-  uint64_t ready_fd = 0;
-  uint64_t ticket_lifetime_s = TG_TLS_TICKET_LIFETIME_DEFAULT_S;
-  int log_level = TG_LOG_INFO;
-  bool stdio = false;
-  const tg_flag_t flags[] = {
-      {"listen", TG_FLAG_STRING, &listen, "ADDR:PORT",
-       "TLS listen address: 0.0.0.0:7467, [::]:7467, 127.0.0.1:0 (port 0: "
-       "any free port, logged and written to --ready-fd)", 0, 0},
-      {"consumer-socket", TG_FLAG_STRING, &consumer_socket, "PATH",
-       "the tracing service's consumer socket: a path or @abstract name", 0, 0},
-      {"cert", TG_FLAG_STRING, &cert, "FILE",
-       "the relay's certificate (PEM; required unless --stdio)", 0, 0},
-      {"key", TG_FLAG_STRING, &key, "FILE",
-       "its private key (PEM; required unless --stdio)", 0, 0},
-      {"ca", TG_FLAG_STRING, &ca, "FILE",
-       "CA that signs client certificates (PEM; required unless --stdio)", 0,
-       0},
-      {"crl", TG_FLAG_STRING, &crl, "FILE",
-       "certificate revocation list (PEM), reloaded on SIGHUP", 0, 0},
-      {"authz", TG_FLAG_STRING, &authz_path, "FILE",
-       "authorization file: \"identity observe|record\" lines, reloaded on "
-       "SIGHUP (required unless --stdio)", 0, 0},
-      {"session-ticket-lifetime", TG_FLAG_SECONDS, &ticket_lifetime_s,
-       "DURATION",
-       "issue TLS session tickets accepted this long, so that a client "
-       "reconnecting within it resumes without any public-key operation "
-       "(its certificate is still checked against the CRL in force and its "
-       "dates). The keys that seal tickets live in memory only, are "
-       "replaced every lifetime, and a restart forgets them. 0: no tickets, "
-       "every handshake a full one (forward secrecy for every connection)",
-       0, TG_TLS_TICKET_LIFETIME_MAX_S},
-      {"compress", TG_FLAG_STRING, &compress, "MODE",
-       "allow or never: whether a client may have what this relay sends "
-       "zstd-compressed (tracegate record asks by default). Compression "
-       "comes before encryption, so whoever sees the sizes of the link's "
-       "records and can also write trace packets on this host (an app "
-       "producing into the same session) may learn other packets' contents "
-       "from how well they compress together, as in CRIME. never keeps every "
-       "link plain, at the cost of several times the bytes on the wire", 0,
-       0},
-      {"max-conns", TG_FLAG_UINT, &max_conns, "N",
-       "connections at once (handshakes included); more are refused", 1,
-       65535},
-      {"max-conns-per-identity", TG_FLAG_UINT, &per_identity, "N",
-       "connections one client identity may hold at once; more are refused "
-       "after their handshake, told why, so that one client cannot take "
-       "every slot (0: half of --max-conns, rounded up)", 0, 65535},
-      {"handshake-timeout-ms", TG_FLAG_MS, &hs_timeout, "DURATION",
-       "from accept to a verified client", 100, 600000},
-      {"unverified-evict-ms", TG_FLAG_MS, &evict_after_ms, "DURATION",
-       "with --max-conns reached, a new connection closes the oldest one "
-       "that has not presented a verified certificate after this long, "
-       "instead of being refused: peers without a certificate holding "
-       "connections open cannot keep clients out (a client's handshake "
-       "takes a few round trips; 0: refuse the new one)", 0, 600000},
-      {"idle-timeout-ms", TG_FLAG_MS, &idle_timeout, "DURATION",
-       "close a connection that has been silent this long (0: never)", 0,
-       86400000},
-      {"dead-link-timeout", TG_FLAG_SECONDS, &dead_link_s, "DURATION",
-       "declare a client's link dead once it has been silent this long: TCP "
-       "keepalive and TCP_USER_TIMEOUT, and the connection is closed "
-       "(tracegate clients send a heartbeat every second; 0: neither)", 0,
-       3600},
-      {"high-water-kb", TG_FLAG_KIB, &high_water_kb, "SIZE",
-       "output queued per connection and direction before reading the "
-       "other side pauses (hard cap: 16x)", 64, 1048576},
-      {"session-lease-ms", TG_FLAG_MS, &session_lease_ms, "DURATION",
-       "how long tracegated keeps a session with a resume key when the "
-       "relay goes away (a crash, a restart) before its client re-attaches "
-       "(0: tracegated's --session-lease-ms, which also caps it)", 0,
-       86400000},
-      {"replay-window-kb", TG_FLAG_KIB, &replay_window_kb, "SIZE",
-       "per session key, ReadBuffers replies kept until the client "
-       "acknowledges them, to send again what a lost link swallowed (0: "
-       "none); sent compressed, they are kept as the compressed bytes, so "
-       "the same memory holds several times more; beyond it the oldest go "
-       "and a resuming client is told exactly what is lost", 0, 262144},
-      {"audit-log", TG_FLAG_STRING, &audit_path, "FILE",
-       "append audit lines here, reopened on SIGHUP (default: the log; "
-       "syslog with --stdio)", 0,
-       0},
-      {"log-level", TG_FLAG_LOG_LEVEL, &log_level, "LEVEL",
-       "error, warn, info or debug", 0, 0},
-      {"ready-fd", TG_FLAG_UINT, &ready_fd, "FD",
-       "write \"ready PORT\\n\" to this fd once listening, then close it (0: "
-       "none)", 0, 1024},
-      {"stdio", TG_FLAG_BOOL, &stdio, NULL,
-       "bridge stdin/stdout to the service instead of listening", 0, 0},
-  };
-  static const tg_prog_t prog = {.name = PROG,
+/* The command line into |o| and |compress|: parsed, the values read,
+ * then checked against relay_rules (a bad value is named before a missing
+ * flag, as it always was). Returns true when main() is to return *status
+ * at once. */
+static bool parse_args(relay_opts_t *o, tg_relay_compress_t *compress,
+                       int argc, char **argv, int *status) {
+  static const tg_prog_t base = {.name = PROG,
                                  .synopsis = "[options]",
                                  .about = about,
                                  .version_detail = version_detail};
-  int rv, status;
-  if (tg_prog_flags(&prog, flags, sizeof(flags) / sizeof(flags[0]), argc, argv,
-                    NULL, 0, NULL, &status))
-    return status;
-  tg_relay_compress_t compress_policy;
-  if (parse_compress(compress, &compress_policy) < 0) return TG_EXIT_USAGE;
-  if (!stdio) {
-    const char *missing = !cert ? "--cert" : !key ? "--key" : !ca ? "--ca"
-                          : !authz_path ? "--authz" : NULL;
-    if (missing) {
-      fprintf(stderr, PROG ": %s is required (or --stdio; see --help)\n",
-              missing);
-      return TG_EXIT_USAGE;
-    }
+  tg_flags_given_t given;
+  tg_prog_t prog = base;
+  prog.given = &given;
+  tg_flag_t flags[RELAY_MAX_FLAGS];
+  relay_opts_defaults(o);
+  size_t n = relay_flag_table(o, flags, RELAY_MAX_FLAGS);
+  if (tg_prog_flags(&prog, flags, n, argc, argv, NULL, 0, NULL, status))
+    return true;
+  char err[256];
+  *status = TG_EXIT_USAGE;
+  if (parse_compress(o->compress, compress) < 0) return true;
+  if (tg_flag_rules_check(flags, n, &given, relay_rules, relay_n_rules, o, err,
+                          sizeof(err), NULL) < 0) {
+    fprintf(stderr, PROG ": %s\n", err);
+    return true;
   }
-  tg_log_set_prefix(PROG);
-  tg_log_set_level((tg_log_level_t)log_level);
-  signal(SIGPIPE, SIG_IGN);
+  return false;
+}
 
-  r.loop = uv_default_loop();
-  r.max_conns = max_conns;
-  r.evict_after_ms = evict_after_ms;
-  r.authz_path = stdio ? NULL : authz_path;
-  r.crl_path = crl;
-  tg_relay_host_info_load(&r.host);
+/* The audit trail: --audit-log, else the log, else (--stdio) syslog. */
+static int open_audit(relay_t *r, const relay_opts_t *o) {
   char err[512] = "";
-  status = TG_EXIT_FAIL;
-  if (stdio && !audit_path) {
+  if (o->stdio && !o->audit_path) {
     /* stderr goes back to the ssh client: audit lines stay on the host. */
-    if (tg_relay_audit_open_syslog(PROG, &r.audit) < 0) {
+    if (tg_relay_audit_open_syslog(PROG, &r->audit) < 0) {
       TG_ERROR("cannot set up the audit trail: out of memory");
-      goto out;
+      return -ENOMEM;
     }
-  } else if (tg_relay_audit_open(audit_path, &r.audit, err, sizeof(err)) < 0) {
+  } else if (tg_relay_audit_open(o->audit_path, &r->audit, err,
+                                 sizeof(err)) < 0) {
     TG_ERROR("--audit-log: %s", err);
-    goto out;
+    return -EINVAL;
   }
-  if (!stdio) {
-    if (tg_authz_load(authz_path, &r.authz, err, sizeof(err)) < 0) {
-      TG_ERROR("--authz: %s", err);
-      goto out;
-    }
-    tg_tls_opts_t to = {.server = true,
-                        .cert_file = cert,
-                        .key_file = key,
-                        .ca_file = ca,
-                        .crl_file = crl,
-                        .ticket_lifetime_s = (uint32_t)ticket_lifetime_s};
-    if (tg_tls_config_new(&to, &r.tls, err, sizeof(err)) < 0) {
-      TG_ERROR("TLS: %s", err);
-      goto out;
-    }
+  return 0;
+}
+
+/* What listening needs: the authorization file and the TLS config. */
+static int open_authz_and_tls(relay_t *r, const relay_opts_t *o) {
+  char err[512] = "";
+  if (tg_authz_load(o->authz_path, &r->authz, err, sizeof(err)) < 0) {
+    TG_ERROR("--authz: %s", err);
+    return -EINVAL;
   }
-  r.chan_opts.handshake_timeout_ms = (uint32_t)hs_timeout;
-  r.chan_opts.idle_timeout_ms = (uint32_t)idle_timeout;
+  tg_tls_opts_t to = {.server = true,
+                      .cert_file = o->cert,
+                      .key_file = o->key,
+                      .ca_file = o->ca,
+                      .crl_file = o->crl,
+                      .ticket_lifetime_s = (uint32_t)o->ticket_lifetime_s};
+  if (tg_tls_config_new(&to, &r->tls, err, sizeof(err)) < 0) {
+    TG_ERROR("TLS: %s", err);
+    return -EINVAL;
+  }
+  return 0;
+}
+
+/* The bridges' environment and the channels' timeouts, from |o|. */
+static void configure(relay_t *r, const relay_opts_t *o,
+                      tg_relay_compress_t compress) {
+  r->chan_opts.handshake_timeout_ms = (uint32_t)o->hs_timeout;
+  r->chan_opts.idle_timeout_ms = (uint32_t)o->idle_timeout;
   /* A silent partition (a dead NAT holds traffic, nothing is reset) must
    * not keep a session's link open for the idle timeout: the kernel gives
    * up on unacknowledged data and unanswered probes (every connection),
@@ -413,21 +322,21 @@ int main(int argc, char **argv) {
    * silent this long while its link works, so its connection alone gets
    * the dead-link timeout as its idle timeout (bridge.c). A plain consumer
    * waiting quietly for its trace keeps the ordinary idle timeout. */
-  r.chan_opts.dead_link_timeout_s = (uint32_t)dead_link_s;
-  tg_relay_env_init(&r.env);
-  r.env.loop = r.loop;
-  tg_clock_loop_init(&r.clock, r.loop);
-  r.env.clock = &r.clock;
-  r.env.consumer_socket = consumer_socket;
-  r.env.authz = r.authz;
-  r.env.audit = r.audit;
-  r.env.host = &r.host;
-  r.env.detach_timeout_ms = DETACH_TIMEOUT_MS;
-  r.env.high_water = (size_t)high_water_kb * 1024;
-  r.env.compress = compress_policy;
-  r.env.max_conns_per_identity =
-      (size_t)(per_identity ? per_identity : (max_conns + 1) / 2);
-  r.env.session_lease_ms = session_lease_ms;
+  r->chan_opts.dead_link_timeout_s = (uint32_t)o->dead_link_s;
+  tg_relay_env_init(&r->env);
+  r->env.loop = r->loop;
+  tg_clock_loop_init(&r->clock, r->loop);
+  r->env.clock = &r->clock;
+  r->env.consumer_socket = o->consumer_socket;
+  r->env.authz = r->authz;
+  r->env.audit = r->audit;
+  r->env.host = &r->host;
+  r->env.detach_timeout_ms = DETACH_TIMEOUT_MS;
+  r->env.high_water = (size_t)o->high_water_kb * 1024;
+  r->env.compress = compress;
+  r->env.max_conns_per_identity =
+      (size_t)(o->per_identity ? o->per_identity : (o->max_conns + 1) / 2);
+  r->env.session_lease_ms = o->session_lease_ms;
   /* One window per connection at most, each kept after its last
    * connection for as long as the session's lease (tracegated's default
    * when not given here): a client that re-attaches within the lease must
@@ -436,62 +345,98 @@ int main(int argc, char **argv) {
    * 2.5 s of margin before the in-flight reply was dropped; a few seconds
    * more of the client's backoff and it was lost.) */
   static tg_replay_store_t replay;
-  tg_replay_store_init(&replay, (size_t)replay_window_kb * 1024,
-                       (size_t)max_conns,
-                       session_lease_ms ? session_lease_ms : 10u * 60 * 1000);
-  if (replay_window_kb) r.env.replay = &replay;
-  r.env.on_idle = on_idle;
-  r.env.heartbeat_idle_ms = (uint32_t)(dead_link_s * 1000);
-  r.env.data = &r;
+  tg_replay_store_init(&replay, (size_t)o->replay_window_kb * 1024,
+                       (size_t)o->max_conns,
+                       o->session_lease_ms ? o->session_lease_ms
+                                           : 10u * 60 * 1000);
+  if (o->replay_window_kb) r->env.replay = &replay;
+  r->env.on_idle = on_idle;
+  r->env.heartbeat_idle_ms = (uint32_t)(o->dead_link_s * 1000);
+  r->env.data = r;
+}
 
-  uv_signal_init(r.loop, &r.sig_int);
-  uv_signal_init(r.loop, &r.sig_term);
-  uv_signal_init(r.loop, &r.sig_hup);
-  r.sig_int.data = r.sig_term.data = r.sig_hup.data = &r;
-  uv_signal_start(&r.sig_int, on_signal, SIGINT);
-  uv_signal_start(&r.sig_term, on_signal, SIGTERM);
-  uv_signal_start(&r.sig_hup, on_signal, SIGHUP);
+static void start_signals(relay_t *r) {
+  uv_signal_init(r->loop, &r->sig_int);
+  uv_signal_init(r->loop, &r->sig_term);
+  uv_signal_init(r->loop, &r->sig_hup);
+  r->sig_int.data = r->sig_term.data = r->sig_hup.data = r;
+  uv_signal_start(&r->sig_int, on_signal, SIGINT);
+  uv_signal_start(&r->sig_term, on_signal, SIGTERM);
+  uv_signal_start(&r->sig_hup, on_signal, SIGHUP);
+}
 
-  if (stdio) {
-    char identity[300];
-    stdio_identity(identity, sizeof(identity));
-    rv = tg_relay_bridge_open_stdio(&r.env, STDIN_FILENO, STDOUT_FILENO,
-                                    identity);
-    if (rv < 0) {
-      TG_ERROR("--stdio: %s (stdin and stdout must be pipes or sockets "
-               "and the service must be up)", tg_strerror(rv));
-      stop(&r, "--stdio failed");
-    } else {
-      write_ready(ready_fd, "stdio");
-      status = TG_EXIT_OK;
-    }
-  } else {
-    int port = 0;
-    if (start_listening(&r, listen, &port) < 0) {
-      stop(&r, "cannot listen");
-    } else {
-      size_t n = tg_authz_count(r.authz);
-      TG_INFO("listening on %s (port %d), forwarding to %s; %zu identit%s "
-              "authorized; max %llu connections, %zu per identity%s",
-              listen, port, consumer_socket, n, n == 1 ? "y" : "ies",
-              (unsigned long long)max_conns, r.env.max_conns_per_identity,
-              compress_policy == TG_RELAY_COMPRESS_NEVER
-                  ? "; compression refused (--compress never)"
-                  : "");
-      char p[16];
-      snprintf(p, sizeof(p), "%d", port);
-      write_ready(ready_fd, p);
-      status = TG_EXIT_OK;
-    }
+/* --stdio: one bridge over stdin/stdout. Returns the exit status. */
+static int serve_stdio(relay_t *r, const relay_opts_t *o) {
+  char identity[300];
+  stdio_identity(identity, sizeof(identity));
+  int rv = tg_relay_bridge_open_stdio(&r->env, STDIN_FILENO, STDOUT_FILENO,
+                                      identity);
+  if (rv < 0) {
+    TG_ERROR("--stdio: %s (stdin and stdout must be pipes or sockets "
+             "and the service must be up)", tg_strerror(rv));
+    stop(r, "--stdio failed");
+    return TG_EXIT_FAIL;
   }
-  uv_run(r.loop, UV_RUN_DEFAULT);
+  write_ready(o->ready_fd, "stdio");
+  return TG_EXIT_OK;
+}
+
+/* The TLS listener. Returns the exit status. */
+static int serve_tls(relay_t *r, const relay_opts_t *o) {
+  int port = 0;
+  if (start_listening(r, o->listen, &port) < 0) {
+    stop(r, "cannot listen");
+    return TG_EXIT_FAIL;
+  }
+  size_t n = tg_authz_count(r->authz);
+  TG_INFO("listening on %s (port %d), forwarding to %s; %zu identit%s "
+          "authorized; max %llu connections, %zu per identity%s",
+          o->listen, port, o->consumer_socket, n, n == 1 ? "y" : "ies",
+          (unsigned long long)o->max_conns, r->env.max_conns_per_identity,
+          r->env.compress == TG_RELAY_COMPRESS_NEVER
+              ? "; compression refused (--compress never)"
+              : "");
+  char p[16];
+  snprintf(p, sizeof(p), "%d", port);
+  write_ready(o->ready_fd, p);
+  return TG_EXIT_OK;
+}
+
+static void log_stopped(const relay_t *r) {
   TG_INFO("stopped: %llu connection(s) served, %llu refused, %llu over "
           "--max-conns, %llu unverified closed for newer ones, %llu call(s) "
           "denied",
-          (unsigned long long)r.env.accepted, (unsigned long long)r.env.refused,
-          (unsigned long long)r.refused_busy,
-          (unsigned long long)r.env.handshakes_evicted,
-          (unsigned long long)r.env.denied_calls);
+          (unsigned long long)r->env.accepted,
+          (unsigned long long)r->env.refused,
+          (unsigned long long)r->refused_busy,
+          (unsigned long long)r->env.handshakes_evicted,
+          (unsigned long long)r->env.denied_calls);
+}
+
+int main(int argc, char **argv) {
+  static relay_t r;
+  static relay_opts_t o;
+  int rv, status;
+  tg_relay_compress_t compress_policy;
+  if (parse_args(&o, &compress_policy, argc, argv, &status)) return status;
+  tg_log_set_prefix(PROG);
+  tg_log_set_level((tg_log_level_t)o.log_level);
+  signal(SIGPIPE, SIG_IGN);
+
+  r.loop = uv_default_loop();
+  r.max_conns = o.max_conns;
+  r.evict_after_ms = o.evict_after_ms;
+  r.authz_path = o.stdio ? NULL : o.authz_path;
+  r.crl_path = o.crl;
+  tg_relay_host_info_load(&r.host);
+  status = TG_EXIT_FAIL;
+  if (open_audit(&r, &o) < 0 || (!o.stdio && open_authz_and_tls(&r, &o) < 0))
+    goto out;
+  configure(&r, &o, compress_policy);
+  start_signals(&r);
+  status = o.stdio ? serve_stdio(&r, &o) : serve_tls(&r, &o);
+  uv_run(r.loop, UV_RUN_DEFAULT);
+  log_stopped(&r);
 out:
   if (r.env.replay) tg_replay_store_free(r.env.replay);
   rv = uv_loop_close(r.loop);

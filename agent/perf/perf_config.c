@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "pb/config/data_source_config.pb-c.h"
+#include "common/flag_rules.h"
 #include "tracegate/error.h"
 
 /* perf_event_attr.type */
@@ -237,59 +238,70 @@ static int parse_followers(const Perfetto__Protos__PerfEventConfig *p,
   return 0;
 }
 
-static int parse_perf(const Perfetto__Protos__PerfEventConfig *p,
-                      tg_perf_cfg_t *out) {
+/* The timebase's event: a counter, a tracepoint or a raw event. Returns
+ * 0 (|refused| set when refused) or a negative error. */
+static int parse_timebase_event(
+    const Perfetto__Protos__PerfEvents__Timebase *tb, tg_perf_cfg_t *out) {
+  tg_perf_event_t *tbe = &out->timebase;
+  switch (tb->event_case) {
+    case PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__EVENT_COUNTER:
+      if (!set_counter(tbe, (uint32_t)tb->counter))
+        out->refused = "timebase.counter: unknown counter";
+      return 0;
+    case PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__EVENT_TRACEPOINT:
+      return set_tracepoint(tbe, tb->tracepoint, out,
+                            "timebase.tracepoint.name: not "
+                            "\"group:name\" or \"group/name\"");
+    case PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__EVENT_RAW_EVENT:
+      if (!set_raw(tbe, tb->raw_event))
+        out->refused = RAW_TYPE_REFUSED("timebase");
+      return 0;
+    default:
+      return 0;
+  }
+}
+
+/* The timebase's interval: a frequency, a period or counter-only polling
+ * (clamped to the polling bounds). */
+static void parse_interval(const Perfetto__Protos__PerfEvents__Timebase *tb,
+                           tg_perf_cfg_t *out) {
+  switch (tb->interval_case) {
+    case PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__INTERVAL_FREQUENCY:
+      out->frequency = tb->frequency;
+      break;
+    case PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__INTERVAL_PERIOD:
+      out->frequency = 0;
+      out->period = tb->period;
+      break;
+    case PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__INTERVAL_POLL_PERIOD_MS:
+      if (!tb->poll_period_ms) {
+        out->refused = "timebase.poll_period_ms: 0 reads nothing";
+        break;
+      }
+      out->poll_period_ms =
+          tb->poll_period_ms < TG_PERF_MIN_POLL_PERIOD_MS
+              ? TG_PERF_MIN_POLL_PERIOD_MS
+          : tb->poll_period_ms > TG_PERF_MAX_POLL_PERIOD_MS
+              ? TG_PERF_MAX_POLL_PERIOD_MS
+              : tb->poll_period_ms;
+      break;
+    default:
+      break;
+  }
+}
+
+/* The timebase (or the legacy sampling_frequency without one) into
+ * |out|. Returns 0 (|refused| set when refused) or a negative error. */
+static int parse_timebase(const Perfetto__Protos__PerfEventConfig *p,
+                          tg_perf_cfg_t *out) {
   const Perfetto__Protos__PerfEvents__Timebase *tb = p->timebase;
   tg_perf_event_t *tbe = &out->timebase;
   int rv;
   set_counter(tbe, out->counter);
   if (tb) {
-    switch (tb->event_case) {
-      case PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__EVENT_COUNTER:
-        if (!set_counter(tbe, (uint32_t)tb->counter)) {
-          out->refused = "timebase.counter: unknown counter";
-          return 0;
-        }
-        break;
-      case PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__EVENT_TRACEPOINT:
-        if ((rv = set_tracepoint(tbe, tb->tracepoint, out,
-                                 "timebase.tracepoint.name: not "
-                                 "\"group:name\" or \"group/name\"")) < 0)
-          return rv;
-        if (out->refused) return 0;
-        break;
-      case PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__EVENT_RAW_EVENT:
-        if (!set_raw(tbe, tb->raw_event)) {
-          out->refused = RAW_TYPE_REFUSED("timebase");
-          return 0;
-        }
-        break;
-      default:
-        break;
-    }
-    switch (tb->interval_case) {
-      case PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__INTERVAL_FREQUENCY:
-        out->frequency = tb->frequency;
-        break;
-      case PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__INTERVAL_PERIOD:
-        out->frequency = 0;
-        out->period = tb->period;
-        break;
-      case PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__INTERVAL_POLL_PERIOD_MS:
-        if (!tb->poll_period_ms) {
-          out->refused = "timebase.poll_period_ms: 0 reads nothing";
-          return 0;
-        }
-        out->poll_period_ms =
-            tb->poll_period_ms < TG_PERF_MIN_POLL_PERIOD_MS
-                ? TG_PERF_MIN_POLL_PERIOD_MS
-            : tb->poll_period_ms > TG_PERF_MAX_POLL_PERIOD_MS
-                ? TG_PERF_MAX_POLL_PERIOD_MS
-                : tb->poll_period_ms;
-        break;
-      default:
-        break;
-    }
+    if ((rv = parse_timebase_event(tb, out)) < 0 || out->refused) return rv;
+    parse_interval(tb, out);
+    if (out->refused) return 0;
     if (tb->name && !(out->name = strdup(tb->name))) return -ENOMEM;
     if (tb->has_timestamp_clock) out->perf_clock = (uint32_t)tb->timestamp_clock;
   } else if (p->has_sampling_frequency && p->sampling_frequency) {
@@ -299,32 +311,130 @@ static int parse_perf(const Perfetto__Protos__PerfEventConfig *p,
   out->attr_type = tbe->attr_type;
   out->attr_config = tbe->attr_config;
   out->hardware = tbe->hardware;
-  if ((rv = parse_followers(p, out)) < 0 || out->refused) return rv;
-  if (out->poll_period_ms) {
+  return 0;
+}
+
+/* --- the rules between PerfEventConfig's fields (common/flag_rules.h) ---- */
+
+/* The fields the rules name; one is "given" when set and not 0, as
+ * traced_perf reads them. */
+enum {
+  F_POLL_PERIOD,
+  F_CALLSTACKS,
+  F_ALL_CPUS,
+  F_READ_PERIOD,
+  F_INSTALLED_BY,
+  F_SCOPE_ADDITIONAL_CMDLINES,
+  F_ADDITIONAL_CMDLINES,
+  N_PERF_FIELDS
+};
+
+#define PERF_FIELD(name) {name, TG_FLAG_BOOL, NULL, NULL, "", 0, 0}
+static const tg_flag_t perf_fields[N_PERF_FIELDS] = {
+    [F_POLL_PERIOD] = PERF_FIELD("timebase.poll_period_ms"),
+    [F_CALLSTACKS] = PERF_FIELD("callstack_sampling"),
+    [F_ALL_CPUS] = PERF_FIELD("all_cpus"),
+    [F_READ_PERIOD] = PERF_FIELD("ring_buffer_read_period_ms"),
+    [F_INSTALLED_BY] = PERF_FIELD("target_installed_by"),
+    [F_SCOPE_ADDITIONAL_CMDLINES] =
+        PERF_FIELD("callstack_sampling.scope.additional_cmdline_count"),
+    [F_ADDITIONAL_CMDLINES] = PERF_FIELD("additional_cmdline_count"),
+};
+
+static const tg_flag_rule_t perf_rules[] = {
     /* traced_perf refuses these with polling: nothing samples. */
-    if (p->callstack_sampling || (p->has_all_cpus && p->all_cpus)) {
-      out->refused = "timebase.poll_period_ms: counter-only polling takes "
-                     "no callstack_sampling (nor all_cpus)";
-      return 0;
-    }
-    if (p->has_ring_buffer_read_period_ms && p->ring_buffer_read_period_ms) {
-      out->refused = "timebase.poll_period_ms: counter-only polling takes "
-                     "no ring_buffer_read_period_ms";
-      return 0;
-    }
+    TG_FLAG_EXCLUDES(("timebase.poll_period_ms"),
+                     ("callstack_sampling", "all_cpus"),
+                     "timebase.poll_period_ms: counter-only polling takes "
+                     "no callstack_sampling (nor all_cpus)"),
+    TG_FLAG_EXCLUDES(("timebase.poll_period_ms"),
+                     ("ring_buffer_read_period_ms"),
+                     "timebase.poll_period_ms: counter-only polling takes "
+                     "no ring_buffer_read_period_ms"),
+    TG_FLAG_REFUSED(("target_installed_by"),
+                    "target_installed_by: Android only"),
+    TG_FLAG_REFUSED(("callstack_sampling.scope.additional_cmdline_count"),
+                    "scope.additional_cmdline_count: not supported by "
+                    "tracegate-perf"),
+    /* Beside callstack_sampling the top-level scope fields are not read
+     * (its scope is): refused only without it. */
+    TG_FLAG_REQUIRES(("additional_cmdline_count"), ("callstack_sampling"),
+                     "additional_cmdline_count: not supported by "
+                     "tracegate-perf"),
+};
+
+const tg_flag_t *tg_perf_cfg_fields(size_t *n) {
+  *n = N_PERF_FIELDS;
+  return perf_fields;
+}
+
+const tg_flag_rule_t *tg_perf_cfg_rules(size_t *n) {
+  *n = sizeof(perf_rules) / sizeof(perf_rules[0]);
+  return perf_rules;
+}
+
+/* Which of perf_fields |p| sets (|poll_ms|: the timebase's polling, as
+ * parsed). */
+static void perf_given(const Perfetto__Protos__PerfEventConfig *p,
+                       uint32_t poll_ms, tg_flags_given_t *g) {
+  const Perfetto__Protos__PerfEventConfig__CallstackSampling *cs =
+      p->callstack_sampling;
+  const bool set[N_PERF_FIELDS] = {
+      [F_POLL_PERIOD] = poll_ms != 0,
+      [F_CALLSTACKS] = cs != NULL,
+      [F_ALL_CPUS] = p->has_all_cpus && p->all_cpus,
+      [F_READ_PERIOD] =
+          p->has_ring_buffer_read_period_ms && p->ring_buffer_read_period_ms,
+      [F_INSTALLED_BY] = p->n_target_installed_by != 0,
+      [F_SCOPE_ADDITIONAL_CMDLINES] = cs && cs->scope &&
+                                      cs->scope->has_additional_cmdline_count &&
+                                      cs->scope->additional_cmdline_count,
+      [F_ADDITIONAL_CMDLINES] =
+          p->has_additional_cmdline_count && p->additional_cmdline_count,
+  };
+  memset(g, 0, sizeof(*g));
+  for (size_t i = 0; i < N_PERF_FIELDS; i++)
+    if (set[i]) tg_flags_mark_given(g, i);
+}
+
+/* The rules over |p|: |refused| is the first broken rule's words. Returns
+ * 0, or a negative error for a bug in the rules (test_perf_config lints
+ * them). */
+static int check_fields(const Perfetto__Protos__PerfEventConfig *p,
+                        tg_perf_cfg_t *out) {
+  tg_flags_given_t given;
+  char err[256];
+  size_t which = 0;
+  perf_given(p, out->poll_period_ms, &given);
+  int rv = tg_flag_rules_check(perf_fields, N_PERF_FIELDS, &given, perf_rules,
+                               sizeof(perf_rules) / sizeof(perf_rules[0]),
+                               NULL, err, sizeof(err), &which);
+  if (rv == -EINVAL) {
+    out->refused = perf_rules[which].why;
+    return 0;
+  }
+  return rv;
+}
+
+/* Polling reads counters on a timer instead of sampling; without it a
+ * period of 0 samples nothing. */
+static void resolve_sampling(tg_perf_cfg_t *out) {
+  if (out->poll_period_ms) {
     out->frequency = out->period = 0;
     out->read_period_ms = out->poll_period_ms;
   }
-  if (!out->poll_period_ms && !out->frequency && !out->period) {
+  if (!out->poll_period_ms && !out->frequency && !out->period)
     out->refused = "timebase: a period of 0 samples nothing";
-    return 0;
-  }
-  /* The kernel stamps samples of events outside its software PMU
-   * (tracepoints, PMU counters) only with an NMI-safe clock: BOOTTIME and
-   * REALTIME are refused (EINVAL) for them, and a group's followers take
-   * the leader's clock. Unset, such a group gets MONOTONIC_RAW,
-   * traced_perf's default; set, the refusal is said here. */
-  bool nmi_safe_only = tbe->attr_type != ATTR_SOFTWARE;
+}
+
+/* The clock the samples are stamped with. The kernel stamps samples of
+ * events outside its software PMU (tracepoints, PMU counters) only with
+ * an NMI-safe clock: BOOTTIME and REALTIME are refused (EINVAL) for them,
+ * and a group's followers take the leader's clock. Unset, such a group
+ * gets MONOTONIC_RAW, traced_perf's default; set, the refusal is said
+ * here. */
+static void resolve_clock(tg_perf_cfg_t *out) {
+  bool nmi_safe_only = out->timebase.attr_type != ATTR_SOFTWARE;
   for (size_t i = 0; i < out->n_followers; i++)
     if (out->followers[i].attr_type != ATTR_SOFTWARE) nmi_safe_only = true;
   if (out->poll_period_ms) nmi_safe_only = false; /* no stamps asked */
@@ -336,7 +446,7 @@ static int parse_perf(const Perfetto__Protos__PerfEventConfig *p,
     out->refused = "timebase.timestamp_clock: the kernel stamps a "
                    "tracepoint, raw or hardware timebase or follower only "
                    "with PERF_CLOCK_MONOTONIC or PERF_CLOCK_MONOTONIC_RAW";
-    return 0;
+    return;
   }
   uint32_t clock = out->perf_clock;
   if (!clock && nmi_safe_only)
@@ -361,7 +471,7 @@ static int parse_perf(const Perfetto__Protos__PerfEventConfig *p,
       break;
     default:
       out->refused = "timebase.timestamp_clock: unknown clock";
-      return 0;
+      return;
   }
   if (out->poll_period_ms) {
     /* Readings are stamped here, not by the kernel: on the boot clock, as
@@ -369,70 +479,69 @@ static int parse_perf(const Perfetto__Protos__PerfEventConfig *p,
     out->clockid = CLOCK_BOOTTIME;
     out->builtin_clock = BUILTIN_BOOTTIME;
   }
-  if (p->n_target_installed_by) {
-    out->refused = "target_installed_by: Android only";
-    return 0;
+}
+
+/* callstack_sampling.user_frames: how user stacks are unwound. */
+static void parse_unwind_mode(
+    const Perfetto__Protos__PerfEventConfig__CallstackSampling *cs,
+    tg_perf_cfg_t *out) {
+  uint32_t mode = cs->has_user_frames ? (uint32_t)cs->user_frames : 0;
+  switch (mode) {
+    case PERFETTO__PROTOS__PERF_EVENT_CONFIG__UNWIND_MODE__UNWIND_SKIP:
+      out->user_frames = TG_PERF_USER_NONE;
+      break;
+    case PERFETTO__PROTOS__PERF_EVENT_CONFIG__UNWIND_MODE__UNWIND_DWARF:
+      if (!tg_perf_cfg_dwarf_built()) {
+        out->refused =
+            "callstack_sampling.user_frames: UNWIND_DWARF is not supported "
+            "in this build (no libdw; use UNWIND_FRAME_POINTER)";
+        return;
+      }
+      out->user_frames = TG_PERF_USER_DWARF;
+      break;
+    case PERFETTO__PROTOS__PERF_EVENT_CONFIG__UNWIND_MODE__UNWIND_FRAME_POINTER:
+      out->user_frames = TG_PERF_USER_FRAME_POINTER;
+      break;
+    default:
+      out->user_frames = TG_PERF_USER_FRAME_POINTER;
+      out->user_frames_defaulted = true;
+      break;
   }
+}
+
+/* Callstacks (callstack_sampling, or the legacy all_cpus) and the
+ * processes in scope (callstack_sampling's scope, else the top-level
+ * fields). Returns 0 (|refused| set when refused) or a negative error. */
+static int parse_callstacks(const Perfetto__Protos__PerfEventConfig *p,
+                            tg_perf_cfg_t *out) {
   const Perfetto__Protos__PerfEventConfig__CallstackSampling *cs =
       p->callstack_sampling;
-  bool legacy = p->has_all_cpus && p->all_cpus;
-  if (cs) {
-    out->callstacks = true;
-    out->kernel_frames = cs->has_kernel_frames && cs->kernel_frames;
-    uint32_t mode = cs->has_user_frames ? (uint32_t)cs->user_frames : 0;
-    switch (mode) {
-      case PERFETTO__PROTOS__PERF_EVENT_CONFIG__UNWIND_MODE__UNWIND_SKIP:
-        out->user_frames = TG_PERF_USER_NONE;
-        break;
-      case PERFETTO__PROTOS__PERF_EVENT_CONFIG__UNWIND_MODE__UNWIND_DWARF:
-        if (!tg_perf_cfg_dwarf_built()) {
-          out->refused =
-              "callstack_sampling.user_frames: UNWIND_DWARF is not supported "
-              "in this build (no libdw; use UNWIND_FRAME_POINTER)";
-          return 0;
-        }
-        out->user_frames = TG_PERF_USER_DWARF;
-        break;
-      case PERFETTO__PROTOS__PERF_EVENT_CONFIG__UNWIND_MODE__UNWIND_FRAME_POINTER:
-        out->user_frames = TG_PERF_USER_FRAME_POINTER;
-        break;
-      default:
-        out->user_frames = TG_PERF_USER_FRAME_POINTER;
-        out->user_frames_defaulted = true;
-        break;
-    }
-    const Perfetto__Protos__PerfEventConfig__Scope *sc = cs->scope;
-    if (sc) {
-      if (sc->has_additional_cmdline_count && sc->additional_cmdline_count) {
-        out->refused = "scope.additional_cmdline_count: not supported by "
-                       "tracegate-perf";
-        return 0;
-      }
-      if (sc->has_process_shard_count)
-        out->shard_count = sc->process_shard_count;
-      if ((rv = parse_scope(out, sc->target_pid, sc->n_target_pid,
-                            sc->target_cmdline, sc->n_target_cmdline,
-                            sc->exclude_pid, sc->n_exclude_pid,
-                            sc->exclude_cmdline, sc->n_exclude_cmdline)) < 0)
-        return rv;
-    }
-  } else if (legacy) {
-    out->callstacks = true;
-    out->kernel_frames = p->has_kernel_frames && p->kernel_frames;
-    out->user_frames = TG_PERF_USER_FRAME_POINTER;
-    out->user_frames_defaulted = true;
-  }
   if (!cs) {
-    if (p->has_additional_cmdline_count && p->additional_cmdline_count) {
-      out->refused = "additional_cmdline_count: not supported by tracegate-perf";
-      return 0;
+    if (p->has_all_cpus && p->all_cpus) {
+      out->callstacks = true;
+      out->kernel_frames = p->has_kernel_frames && p->kernel_frames;
+      out->user_frames = TG_PERF_USER_FRAME_POINTER;
+      out->user_frames_defaulted = true;
     }
-    if ((rv = parse_scope(out, p->target_pid, p->n_target_pid,
-                          p->target_cmdline, p->n_target_cmdline,
-                          p->exclude_pid, p->n_exclude_pid,
-                          p->exclude_cmdline, p->n_exclude_cmdline)) < 0)
-      return rv;
+    return parse_scope(out, p->target_pid, p->n_target_pid, p->target_cmdline,
+                       p->n_target_cmdline, p->exclude_pid, p->n_exclude_pid,
+                       p->exclude_cmdline, p->n_exclude_cmdline);
   }
+  out->callstacks = true;
+  out->kernel_frames = cs->has_kernel_frames && cs->kernel_frames;
+  parse_unwind_mode(cs, out);
+  const Perfetto__Protos__PerfEventConfig__Scope *sc = cs->scope;
+  if (out->refused || !sc) return 0;
+  if (sc->has_process_shard_count) out->shard_count = sc->process_shard_count;
+  return parse_scope(out, sc->target_pid, sc->n_target_pid, sc->target_cmdline,
+                     sc->n_target_cmdline, sc->exclude_pid, sc->n_exclude_pid,
+                     sc->exclude_cmdline, sc->n_exclude_cmdline);
+}
+
+/* The CPUs, the ring's size and read period, and the memory bounds.
+ * Returns 0 (|refused| set when refused) or -ENOMEM. */
+static int parse_limits(const Perfetto__Protos__PerfEventConfig *p,
+                        tg_perf_cfg_t *out) {
   if (p->n_target_cpu) {
     if (!(out->cpus = malloc(p->n_target_cpu * sizeof(*out->cpus))))
       return -ENOMEM;
@@ -468,6 +577,22 @@ static int parse_perf(const Perfetto__Protos__PerfEventConfig *p,
   ignore(out, p->has_remote_descriptor_timeout_ms,
          "remote_descriptor_timeout_ms");
   return 0;
+}
+
+/* PerfEventConfig into |out|, step by step; the first refusal ends it.
+ * Returns 0 (|refused| set when refused) or a negative error. */
+static int parse_perf(const Perfetto__Protos__PerfEventConfig *p,
+                      tg_perf_cfg_t *out) {
+  int rv;
+  if ((rv = parse_timebase(p, out)) < 0 || out->refused) return rv;
+  if ((rv = parse_followers(p, out)) < 0 || out->refused) return rv;
+  if ((rv = check_fields(p, out)) < 0 || out->refused) return rv;
+  resolve_sampling(out);
+  if (out->refused) return 0;
+  resolve_clock(out);
+  if (out->refused) return 0;
+  if ((rv = parse_callstacks(p, out)) < 0 || out->refused) return rv;
+  return parse_limits(p, out);
 }
 
 int tg_perf_cfg_parse(const uint8_t *cfg, size_t len, tg_perf_cfg_t *out) {

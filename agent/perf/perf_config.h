@@ -34,6 +34,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/flag_rules.h"
+
 #define TG_PERF_DEFAULT_FREQUENCY 10
 #define TG_PERF_DEFAULT_RING_PAGES 256
 #define TG_PERF_MAX_RING_PAGES 8192
@@ -148,6 +150,11 @@ typedef struct tg_perf_cfg {
 /* Parses the serialized DataSourceConfig |cfg|. Returns 0 (check
  * |refused|), TG_EBAD_CONFIG when it does not decode, or -ENOMEM. */
 int tg_perf_cfg_parse(const uint8_t *cfg, size_t len, tg_perf_cfg_t *out);
+
+/* The PerfEventConfig fields that rules relate and the rules between them
+ * (common/flag_rules.h), for their test: both static, |*n| entries. */
+const tg_flag_t *tg_perf_cfg_fields(size_t *n);
+const tg_flag_rule_t *tg_perf_cfg_rules(size_t *n);
 void tg_perf_cfg_free(tg_perf_cfg_t *c);
 
 /* Whether a process is in the config's scope: |cmdline| is its argv[0]

@@ -44,140 +44,189 @@ static int read_all(const char *path, tg_buf_t *out) {
   return rv;
 }
 
-/* The flight-recorder config: pbtxt, rings only, no end of its own, named
- * with the session key so that clones find it by name. */
-static int load_flight(coll_t *c) {
-  const char *path = c->cfg.trace_config;
+/* The flight config file |path| as a TraceConfig: read, parsed as pbtxt
+ * and decoded. NULL after saying why (out of memory included). */
+static Perfetto__Protos__TraceConfig *read_flight(const char *path) {
+  Perfetto__Protos__TraceConfig *tc = NULL;
   tg_buf_t text, wire;
   tg_buf_init(&text, FLIGHT_CONFIG_MAX);
   tg_buf_init(&wire, FLIGHT_CONFIG_MAX);
+  tg_pbtxt_error_t perr;
   int rv = read_all(path, &text);
   if (rv < 0) {
     fprintf(stderr, COLL_PROG ": %s %s: %s\n",
             TG_NOTE(COLLECTOR_CONFIG_INVALID), path, tg_strerror(rv));
-    goto out;
-  }
-  tg_pbtxt_error_t perr;
-  rv = tg_pbtxt_parse(&perfetto__protos__trace_config__descriptor,
-                      (const char *)tg_buf_begin(&text), tg_buf_size(&text),
-                      &wire, &perr);
-  if (rv < 0) {
+  } else if (tg_pbtxt_parse(&perfetto__protos__trace_config__descriptor,
+                            (const char *)tg_buf_begin(&text),
+                            tg_buf_size(&text), &wire, &perr) < 0) {
     fprintf(stderr, COLL_PROG ": %s %s: %s\n",
             TG_NOTE(COLLECTOR_CONFIG_INVALID), path, perr.msg);
-    goto out;
-  }
-  Perfetto__Protos__TraceConfig *tc = perfetto__protos__trace_config__unpack(
-      NULL, tg_buf_size(&wire), tg_buf_begin(&wire));
-  if (!tc) {
+  } else if (!(tc = perfetto__protos__trace_config__unpack(
+                   NULL, tg_buf_size(&wire), tg_buf_begin(&wire)))) {
     fprintf(stderr, COLL_PROG ": %s %s: does not encode\n",
             TG_NOTE(COLLECTOR_CONFIG_INVALID), path);
-    rv = -EINVAL;
-    goto out;
   }
-  const char *bad = NULL;
-  if (tc->n_buffers == 0) bad = "no buffers";
-  for (size_t i = 0; !bad && i < tc->n_buffers; i++)
+  tg_buf_free(&text);
+  tg_buf_free(&wire);
+  return tc;
+}
+
+/* --- what a flight config may not be: one predicate and its words each -- */
+
+static bool no_buffers(const Perfetto__Protos__TraceConfig *tc) {
+  return tc->n_buffers == 0;
+}
+
+static bool a_buffer_not_a_ring(const Perfetto__Protos__TraceConfig *tc) {
+  for (size_t i = 0; i < tc->n_buffers; i++)
     if (tc->buffers[i]->has_fill_policy &&
         tc->buffers[i]->fill_policy !=
             PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__FILL_POLICY__RING_BUFFER)
-      bad = "a buffer is not a ring (fill_policy: RING_BUFFER)";
-  if (!bad && tc->has_duration_ms && tc->duration_ms)
-    bad = "duration_ms: a flight recorder runs until stopped";
-  if (!bad && tc->has_write_into_file && tc->write_into_file)
-    bad = "write_into_file: the rings are read by snapshots only";
-  if (!bad && tc->n_data_sources == 0) bad = "no data_sources";
-  if (!bad && tc->trigger_config)
-    bad = "trigger_config: leave it out, the collector makes it from the "
-          "config's trigger lines";
-  if (bad) {
-    fprintf(stderr, COLL_PROG ": %s %s: %s\n",
-            TG_NOTE(COLLECTOR_CONFIG_INVALID), path, bad);
-    perfetto__protos__trace_config__free_unpacked(tc, NULL);
-    rv = -EINVAL;
-    goto out;
-  }
-  /* Producers' track events, interned names and the like need the
-   * sequence's first packets (incremental state), which a ring that wraps
-   * overwrites: trace processor then skips the rest of the sequence. A
-   * ring whose config has producers clear their state now and then keeps
-   * every sequence readable but for its oldest clear period (docs/
-   * collector.md, "Sizing"). */
+      return true;
+  return false;
+}
+
+static bool has_duration(const Perfetto__Protos__TraceConfig *tc) {
+  return tc->has_duration_ms && tc->duration_ms;
+}
+
+static bool writes_into_file(const Perfetto__Protos__TraceConfig *tc) {
+  return tc->has_write_into_file && tc->write_into_file;
+}
+
+static bool no_data_sources(const Perfetto__Protos__TraceConfig *tc) {
+  return tc->n_data_sources == 0;
+}
+
+static bool has_trigger_config(const Perfetto__Protos__TraceConfig *tc) {
+  return tc->trigger_config != NULL;
+}
+
+static const struct {
+  bool (*bad)(const Perfetto__Protos__TraceConfig *tc);
+  const char *why;
+} flight_refusals[] = {
+    {no_buffers, "no buffers"},
+    {a_buffer_not_a_ring, "a buffer is not a ring (fill_policy: RING_BUFFER)"},
+    {has_duration, "duration_ms: a flight recorder runs until stopped"},
+    {writes_into_file, "write_into_file: the rings are read by snapshots only"},
+    {no_data_sources, "no data_sources"},
+    {has_trigger_config, "trigger_config: leave it out, the collector makes "
+                         "it from the config's trigger lines"},
+};
+
+/* Why |tc| cannot be a flight recorder's config (the first refusal in
+ * the table's order), or NULL. Pure. */
+static const char *flight_refusal(const Perfetto__Protos__TraceConfig *tc) {
+  for (size_t i = 0; i < sizeof(flight_refusals) / sizeof(flight_refusals[0]);
+       i++)
+    if (flight_refusals[i].bad(tc)) return flight_refusals[i].why;
+  return NULL;
+}
+
+/* Producers' track events, interned names and the like need the
+ * sequence's first packets (incremental state), which a ring that wraps
+ * overwrites: trace processor then skips the rest of the sequence. A ring
+ * whose config has producers clear their state now and then keeps every
+ * sequence readable but for its oldest clear period (docs/collector.md,
+ * "Sizing"). Adds ring_clear_period to a config without a clear period.
+ * Returns 0 or -ENOMEM. */
+static int add_ring_clear(const coll_t *c, Perfetto__Protos__TraceConfig *tc) {
   Perfetto__Protos__TraceConfig__IncrementalStateConfig *isc =
       tc->incremental_state_config;
-  if (c->cfg.ring_clear_period_ms > 0 &&
-      (!isc || !isc->has_clear_period_ms || !isc->clear_period_ms)) {
-    if (!isc) {
-      isc = calloc(1, sizeof(*isc));
-      if (!isc) {
-        perfetto__protos__trace_config__free_unpacked(tc, NULL);
-        rv = -ENOMEM;
-        goto out;
-      }
-      perfetto__protos__trace_config__incremental_state_config__init(isc);
-      tc->incremental_state_config = isc;
-    }
-    isc->has_clear_period_ms = true;
-    isc->clear_period_ms = (uint32_t)c->cfg.ring_clear_period_ms;
-    TG_INFO("%s %s: no incremental_state_config.clear_period_ms: the rings "
-            "clear their producers' incremental state every %" PRId64
-            " ms (ring_clear_period)", TG_NOTE(COLLECTOR_RING_CLEAR_ADDED),
-            path, c->cfg.ring_clear_period_ms);
+  if (c->cfg.ring_clear_period_ms <= 0 ||
+      (isc && isc->has_clear_period_ms && isc->clear_period_ms))
+    return 0;
+  if (!isc) {
+    if (!(isc = calloc(1, sizeof(*isc)))) return -ENOMEM;
+    perfetto__protos__trace_config__incremental_state_config__init(isc);
+    tc->incremental_state_config = isc;
   }
-  /* A clone waits for its producers' flush up to the ring's flush timeout
-   * (Perfetto's default when unset): a clone_timeout not above it fails
-   * healthy hosts whose producers are slow to flush. */
+  isc->has_clear_period_ms = true;
+  isc->clear_period_ms = (uint32_t)c->cfg.ring_clear_period_ms;
+  TG_INFO("%s %s: no incremental_state_config.clear_period_ms: the rings "
+          "clear their producers' incremental state every %" PRId64
+          " ms (ring_clear_period)", TG_NOTE(COLLECTOR_RING_CLEAR_ADDED),
+          c->cfg.trace_config, c->cfg.ring_clear_period_ms);
+  return 0;
+}
+
+/* A clone waits for its producers' flush up to the ring's flush timeout
+ * (Perfetto's default when unset): a clone_timeout not above it fails
+ * healthy hosts whose producers are slow to flush. Warns of that. */
+static void check_flush_timeout(const coll_t *c,
+                                const Perfetto__Protos__TraceConfig *tc) {
   uint32_t flush_ms = tc->has_flush_timeout_ms && tc->flush_timeout_ms
                           ? tc->flush_timeout_ms
                           : PERFETTO_DEFAULT_FLUSH_TIMEOUT_MS;
   if ((int64_t)flush_ms >= c->cfg.clone_timeout_ms)
     TG_WARN("%s: flush_timeout_ms %" PRIu32 " is not below clone_timeout "
             "(%" PRId64 " ms): a host whose producers flush slowly fails "
-            "snapshots", path, flush_ms, c->cfg.clone_timeout_ms);
-  /* The config's triggers snapshot the ring (CLONE_SNAPSHOT: the service
-   * tells the session's consumer, trigger.c). Perfetto's traced wants a
-   * trigger_timeout_ms of at most 7 days with any trigger mode, and ends
-   * the session then: the holder fails and a fresh ring starts (coll.c's
-   * restart). Built once here, owned by |tc| (freed with it). */
-  if (c->cfg.n_triggers) {
-    Perfetto__Protos__TraceConfig__TriggerConfig *trig = calloc(1, sizeof(*trig));
-    Perfetto__Protos__TraceConfig__TriggerConfig__Trigger **tp =
-        calloc(c->cfg.n_triggers, sizeof(*tp));
-    if (!trig || !tp) {
-      free(trig);
-      free(tp);
-      perfetto__protos__trace_config__free_unpacked(tc, NULL);
-      rv = -ENOMEM;
-      goto out;
-    }
-    perfetto__protos__trace_config__trigger_config__init(trig);
-    trig->has_trigger_mode = true;
-    trig->trigger_mode =
-        PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT;
-    trig->has_trigger_timeout_ms = true;
-    trig->trigger_timeout_ms = RING_TRIGGER_TIMEOUT_MS;
-    trig->triggers = tp;
-    tc->trigger_config = trig;
-    for (size_t i = 0; i < c->cfg.n_triggers; i++) {
-      Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *t =
-          malloc(sizeof(*t));
-      char *name = strdup(c->cfg.triggers[i].name);
-      if (!t || !name) {
-        free(t);
-        free(name);
-        perfetto__protos__trace_config__free_unpacked(tc, NULL);
-        rv = -ENOMEM;
-        goto out;
-      }
-      perfetto__protos__trace_config__trigger_config__trigger__init(t);
-      t->name = name;
-      tp[trig->n_triggers++] = t;
-    }
+            "snapshots", c->cfg.trace_config, flush_ms,
+            c->cfg.clone_timeout_ms);
+}
+
+/* The config's triggers snapshot the ring (CLONE_SNAPSHOT: the service
+ * tells the session's consumer, trigger.c). Perfetto's traced wants a
+ * trigger_timeout_ms of at most 7 days with any trigger mode, and ends the
+ * session then: the holder fails and a fresh ring starts (coll.c's
+ * restart). Built once here, owned by |tc| (freed with it, whatever of it
+ * was built when out of memory). Returns 0 or -ENOMEM. */
+static int add_triggers(const coll_t *c, Perfetto__Protos__TraceConfig *tc) {
+  if (!c->cfg.n_triggers) return 0;
+  Perfetto__Protos__TraceConfig__TriggerConfig *trig = calloc(1, sizeof(*trig));
+  Perfetto__Protos__TraceConfig__TriggerConfig__Trigger **tp =
+      calloc(c->cfg.n_triggers, sizeof(*tp));
+  if (!trig || !tp) {
+    free(trig);
+    free(tp);
+    return -ENOMEM;
   }
+  perfetto__protos__trace_config__trigger_config__init(trig);
+  trig->has_trigger_mode = true;
+  trig->trigger_mode =
+      PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT;
+  trig->has_trigger_timeout_ms = true;
+  trig->trigger_timeout_ms = RING_TRIGGER_TIMEOUT_MS;
+  trig->triggers = tp;
+  tc->trigger_config = trig;
+  for (size_t i = 0; i < c->cfg.n_triggers; i++) {
+    Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *t =
+        malloc(sizeof(*t));
+    char *name = strdup(c->cfg.triggers[i].name);
+    if (!t || !name) {
+      free(t);
+      free(name);
+      return -ENOMEM;
+    }
+    perfetto__protos__trace_config__trigger_config__trigger__init(t);
+    t->name = name;
+    tp[trig->n_triggers++] = t;
+  }
+  return 0;
+}
+
+/* The flight-recorder config: pbtxt, rings only, no end of its own, named
+ * with the session key so that clones find it by name. Read, refused or
+ * completed (ring clears, triggers), each by its own function. */
+static int load_flight(coll_t *c) {
+  const char *path = c->cfg.trace_config;
+  Perfetto__Protos__TraceConfig *tc = read_flight(path);
+  if (!tc) return -EINVAL;
+  const char *bad = flight_refusal(tc);
+  int rv = -EINVAL;
+  if (bad) {
+    fprintf(stderr, COLL_PROG ": %s %s: %s\n",
+            TG_NOTE(COLLECTOR_CONFIG_INVALID), path, bad);
+    goto fail;
+  }
+  if ((rv = add_ring_clear(c, tc)) < 0) goto fail;
+  check_flush_timeout(c, tc);
+  if ((rv = add_triggers(c, tc)) < 0) goto fail;
   c->flight = tc;
-  rv = 0;
-out:
-  tg_buf_free(&text);
-  tg_buf_free(&wire);
+  return 0;
+fail:
+  perfetto__protos__trace_config__free_unpacked(tc, NULL);
   return rv;
 }
 

@@ -15,7 +15,11 @@
  *   sizes too, in their flag's unit); an octal mode is at most 07777; a
  *   log level is one of the four;
  * - parsing the same arguments again gives the same result (getopt's
- *   global state is reset between parses).
+ *   global state is reset between parses);
+ * - the flags recorded as given (tg_flags_parse_given) are flags of the
+ *   table, and a flag whose value left its default, or a positional, was
+ *   recorded; a rule table over them (common/flag_rules.h) answers 0 or
+ *   -EINVAL with a terminated message, never a bug code.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -23,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/flag_rules.h"
 #include "common/flags.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -43,7 +48,12 @@ typedef struct values {
   char *pos[MAX_POS];
   size_t n_pos;
   int rv;
+  tg_flags_given_t given;
 } values_t;
+
+/* The table's flags by index, as parse() lays them out. */
+enum { F_NAME, F_COUNT, F_MODE, F_FORCE, F_LEVEL, F_HOST, F_MS, F_SECS, F_KIB,
+       N_FLAGS };
 
 /* |v| points into one of the arguments. */
 static bool in_args(const char *v, char **argv, int argc) {
@@ -52,6 +62,37 @@ static bool in_args(const char *v, char **argv, int argc) {
     if (v >= argv[i] && v <= argv[i] + len) return true;
   }
   return false;
+}
+
+/* One rule of each kind over the table: the validator's answer is 0 or
+ * -EINVAL, its message terminated. */
+static bool no_host_is_fine(const void *ctx) {
+  (void)ctx;
+  return true;
+}
+
+static void check_rules(const tg_flag_t *flags, size_t n,
+                        const tg_flags_given_t *g) {
+  static const tg_flag_rule_t rules[] = {
+      TG_FLAG_REQUIRES(("force"), ("name", "host"), NULL),
+      TG_FLAG_EXCLUDES(("mode"), ("log-level", TG_FLAG_ARGS), NULL),
+      TG_FLAG_ANY_OF(("count", "timeout-ms"), NULL),
+      TG_FLAG_AT_MOST_ONE_OF(("lifetime", "window-kb", "host"), NULL),
+      TG_FLAG_ONE_OF(("name", "count"), NULL),
+      TG_FLAG_REFUSED(("window-kb"), NULL),
+      TG_FLAG_CHECK(("host"), (NULL), "why", no_host_is_fine),
+  };
+  const size_t nr = sizeof(rules) / sizeof(rules[0]);
+  char err[64];
+  for (size_t k = 0; k < nr; k++) {
+    size_t which = nr;
+    memset(err, 'x', sizeof(err));
+    int rv = tg_flag_rules_check(flags, n, g, &rules[k], 1, NULL, err,
+                                 sizeof(err), &which);
+    if (rv != 0 && rv != -EINVAL) __builtin_trap();
+    if (rv == -EINVAL && (which != 0 || !memchr(err, 0, sizeof(err))))
+      __builtin_trap();
+  }
 }
 
 static void parse(char **argv, int argc, values_t *v) {
@@ -72,8 +113,10 @@ static void parse(char **argv, int argc, values_t *v) {
       {"lifetime", TG_FLAG_SECONDS, &v->secs, "DURATION", "s", 1, 3600},
       {"window-kb", TG_FLAG_KIB, &v->kib, "SIZE", "-w: KiB", 64, 1048576},
   };
-  v->rv = tg_flags_parse("fuzz", flags, sizeof(flags) / sizeof(flags[0]), argc,
-                         argv, v->pos, MAX_POS, &v->n_pos);
+  v->rv = tg_flags_parse_given("fuzz", flags, sizeof(flags) / sizeof(flags[0]),
+                               argc, argv, v->pos, MAX_POS, &v->n_pos,
+                               &v->given);
+  if (v->rv == 0) check_rules(flags, N_FLAGS, &v->given);
 }
 
 static void check(const values_t *v, char **argv, int argc) {
@@ -91,6 +134,15 @@ static void check(const values_t *v, char **argv, int argc) {
   if (v->kib != UINT_DEFAULT && (v->kib < 64 || v->kib > 1048576)) __builtin_trap();
   if (v->mode > 07777) __builtin_trap();
   if (v->level < 0 || v->level > 3) __builtin_trap();
+  for (size_t i = N_FLAGS; i < TG_FLAGS_GIVEN_MAX; i++)
+    if (tg_flags_was_given(&v->given, i)) __builtin_trap();
+  if (v->rv != 0) return;
+  if ((v->str && !tg_flags_was_given(&v->given, F_NAME)) ||
+      (v->n_list && !tg_flags_was_given(&v->given, F_HOST)) ||
+      (v->flag && !tg_flags_was_given(&v->given, F_FORCE)) ||
+      (v->num != UINT_DEFAULT && !tg_flags_was_given(&v->given, F_COUNT)) ||
+      (v->n_pos && !v->given.args))
+    __builtin_trap();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

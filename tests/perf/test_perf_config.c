@@ -255,6 +255,57 @@ static void refused_fields_are_named(void **state) {
   assert_non_null(strstr(refusal(bare_tracepoint_name), "tracepoint.name"));
 }
 
+/* The rules between PerfEventConfig's fields (perf_config.c's table):
+ * they name only its fields, and each has a config here that breaks it
+ * and is refused with that rule's words. */
+static int32_t pid_1 = 1;
+static void poll_with_all_cpus(cfgs_t *c) {
+  poll_alone(c);
+  c->pc.has_all_cpus = true;
+  c->pc.all_cpus = true;
+}
+static char *installer = "com.example";
+static void installed_by(cfgs_t *c) {
+  c->pc.n_target_installed_by = 1;
+  c->pc.target_installed_by = &installer;
+}
+static void scope_additional(cfgs_t *c) {
+  shards(c);
+  c->sc.has_additional_cmdline_count = true;
+  c->sc.additional_cmdline_count = 2;
+}
+static void top_additional(cfgs_t *c) {
+  c->pc.callstack_sampling = NULL;
+  c->pc.has_additional_cmdline_count = true;
+  c->pc.additional_cmdline_count = 2;
+}
+static void top_additional_beside_callstacks(cfgs_t *c) {
+  c->pc.has_additional_cmdline_count = true;
+  c->pc.additional_cmdline_count = 2;
+  c->pc.n_target_pid = 1; /* not read either: the scope is callstack's */
+  c->pc.target_pid = &pid_1;
+}
+
+static void field_rules_each_broken_by_a_config(void **state) {
+  (void)state;
+  size_t nf, nr;
+  const tg_flag_t *fields = tg_perf_cfg_fields(&nf);
+  const tg_flag_rule_t *rules = tg_perf_cfg_rules(&nr);
+  char err[256];
+  if (tg_flag_rules_lint(fields, nf, rules, nr, err, sizeof(err)) < 0)
+    fail_msg("%s", err);
+  /* Rule i, broken by breaking[i] (rule 0 twice: either field). */
+  static void (*const breaking[])(cfgs_t *) = {
+      poll_with_callstacks, poll_with_read_period, installed_by,
+      scope_additional, top_additional,
+  };
+  assert_int_equal(nr, sizeof(breaking) / sizeof(breaking[0]));
+  for (size_t i = 0; i < nr; i++)
+    assert_string_equal(refusal(breaking[i]), rules[i].why);
+  assert_string_equal(refusal(poll_with_all_cpus), rules[0].why);
+  assert_string_equal(refusal(top_additional_beside_callstacks), "");
+}
+
 /* A tracefs tree of one event, sched:sched_switch with id 316. */
 static char tracefs[64];
 static void make_tracefs(void) {
@@ -627,6 +678,7 @@ int main(void) {
       cmocka_unit_test(traced_perf_defaults),
       cmocka_unit_test(timebase_and_callstacks),
       cmocka_unit_test(refused_fields_are_named),
+      cmocka_unit_test(field_rules_each_broken_by_a_config),
       cmocka_unit_test(dwarf_when_built_with_it),
       cmocka_unit_test(unwinder_tuning_is_kept_and_descriptor_timeout_ignored),
       cmocka_unit_test(scope_by_pid_and_cmdline),
