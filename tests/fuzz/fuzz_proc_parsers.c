@@ -18,7 +18,7 @@
 #include "agent/probes/proc_pid.h"
 #include "agent/probes/proc_stat.h"
 #include "agent/probes/sysfs_files.h"
-#include "config_fields/probes.h"
+#include "abi/config_fields.h"
 #include "pb/trace/trace_packet.pb-c.h"
 #include "tracegate/error.h"
 
