@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent/sys/proc_read.h"
+
 static _Atomic unsigned instance_counter;
 
 static bool is_tracefs_root(const char *dir) {
@@ -66,23 +68,7 @@ int tg_tracefs_write(const char *dir, const char *file, const char *value) {
 long tg_tracefs_read(const char *dir, const char *file, char *buf, size_t cap) {
   char p[TG_TRACEFS_PATH_MAX * 2];
   snprintf(p, sizeof(p), "%s/%s", dir, file);
-  int fd = open(p, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -errno;
-  size_t n = 0;
-  while (n + 1 < cap) {
-    ssize_t r = read(fd, buf + n, cap - 1 - n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      int err = -errno;
-      close(fd);
-      return err;
-    }
-    if (r == 0) break;
-    n += (size_t)r;
-  }
-  buf[n] = 0;
-  close(fd);
-  return (long)n;
+  return tg_proc_read_head(p, buf, cap);
 }
 
 int tg_tracefs_instance_create(const char *root, char *dir) {

@@ -17,7 +17,7 @@
 #include "agent/probes/kernel_files.h"
 #include "agent/probes/probes_config.h"
 #include "agent/probes/probes_packets.h"
-#include "agent/probes/proc_pid.h"
+#include "agent/sys/proc_pid.h"
 #include "agent/sys/proc_read.h"
 #include "pb/config/data_source_config.pb-c.h"
 #include "pb/trace/trace_packet.pb-c.h"
