@@ -42,6 +42,7 @@
 #include "agent/sys/ftrace_ksyms.h"
 #include "agent/sys/proc_pid.h"
 #include "agent/sys/proc_read.h"
+#include "agent/sys/tracefs_root.h"
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/notice.h"
@@ -388,7 +389,7 @@ static int resolve_tracepoints(tg_perf_cfg_t *c, unsigned k) {
   if (!tg_perf_cfg_has_tracepoints(c)) return 0;
   char root[256];
   const tg_perf_event_t *bad = NULL;
-  int rv = tg_perf_tracefs_root(root, sizeof(root));
+  int rv = tg_tracefs_mounted(root, sizeof(root)); /* never mounts */
   if (rv == 0) rv = tg_perf_cfg_resolve(c, root, &bad);
   if (rv == 0) return 0;
   const char *tp = bad ? bad->tp_name : NULL;

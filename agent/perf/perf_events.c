@@ -5,28 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent/sys/proc_read.h"
-
-int tg_perf_tracefs_root(char *root, size_t cap) {
-  static const char *const candidates[] = {"/sys/kernel/tracing",
-                                           "/sys/kernel/debug/tracing"};
-  int rv = -ENOENT;
-  for (size_t i = 0; i < 2; i++) {
-    char p[64];
-    snprintf(p, sizeof(p), "%s/events", candidates[i]);
-    struct stat st;
-    if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
-      if (strlen(candidates[i]) >= cap) return -ENAMETOOLONG;
-      strcpy(root, candidates[i]);
-      return 0;
-    }
-    if (errno == EACCES || errno == EPERM) rv = -EACCES;
-  }
-  return rv;
-}
 
 int tg_perf_event_resolve(tg_perf_event_t *ev, const char *tracefs_root) {
   if (ev->kind != TG_PERF_EVENT_TRACEPOINT) return 0;

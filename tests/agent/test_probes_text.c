@@ -10,12 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "agent/sys/proc_read.h"
 #include "agent/sys/text.h"
+#include "agent/sys/tracefs_root.h"
 
 /* What the callback saw, as "[line]" per line and "<n>" per line too long,
  * so one string comparison checks order, content and boundaries. */
@@ -282,6 +284,37 @@ static void read_head_keeps_the_beginning_terminated(void **state) {
   assert_non_null(strstr(buf, "test_probes_text"));
 }
 
+/* --- tracefs's mount point --------------------------------------------------- */
+
+static void tracefs_root_is_a_directory_with_events(void **state) {
+  (void)state;
+  char dir[] = "/tmp/tg_test_tracefs_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char events[64];
+  snprintf(events, sizeof(events), "%s/events", dir);
+  assert_false(tg_tracefs_is_root(dir));
+  /* A file named events is not the directory. */
+  FILE *f = fopen(events, "w");
+  assert_non_null(f);
+  fclose(f);
+  assert_false(tg_tracefs_is_root(dir));
+  assert_int_equal(unlink(events), 0);
+  assert_int_equal(mkdir(events, 0700), 0);
+  assert_true(tg_tracefs_is_root(dir));
+  assert_int_equal(rmdir(events), 0);
+  assert_int_equal(rmdir(dir), 0);
+
+  /* This machine: a root that is named whole, or none, never a cut one. */
+  char root[64];
+  int rv = tg_tracefs_mounted(root, sizeof(root));
+  assert_true(rv == 0 || rv == -ENOENT || rv == -EACCES);
+  if (rv == 0) {
+    assert_true(tg_tracefs_is_root(root));
+    char tiny[4];
+    assert_int_equal(tg_tracefs_mounted(tiny, sizeof(tiny)), -ENAMETOOLONG);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(lines_split_at_every_byte_boundary),
@@ -291,6 +324,7 @@ int main(void) {
       cmocka_unit_test(lines_stop_at_a_callback_error),
       cmocka_unit_test(read_chunks_hands_over_the_file_and_stops_at_errors),
       cmocka_unit_test(read_head_keeps_the_beginning_terminated),
+      cmocka_unit_test(tracefs_root_is_a_directory_with_events),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
