@@ -6,11 +6,11 @@
  * Only warnings: a producer may register its data source after the
  * session started (the service then starts it), so an unknown name is
  * not an error. The unacted fields come from tg_probes_unacted_fields()
- * (config_fields/probes.h), the table tracegate-probes warns from too. */
+ * (abi/config_fields.h), the table tracegate-probes warns from too. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "config_fields/probes.h"
+#include "abi/config_fields.h"
 #include "cli/record.h"
 
 #define MAX_SUGGESTIONS 3

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <linux/perf_event.h>
 #include <poll.h>
 #include <pthread.h>
@@ -39,6 +40,10 @@
 #include "agent/perf/perf_unwind_thread.h"
 #endif
 #include "agent/sys/ftrace_ksyms.h"
+#include "agent/sys/proc_pid.h"
+#include "agent/sys/proc_read.h"
+#include "agent/sys/tracefs_root.h"
+#include "common/buf.h"
 #include "common/log.h"
 #include "common/notice.h"
 #include "tracegate/agent.h"
@@ -384,7 +389,7 @@ static int resolve_tracepoints(tg_perf_cfg_t *c, unsigned k) {
   if (!tg_perf_cfg_has_tracepoints(c)) return 0;
   char root[256];
   const tg_perf_event_t *bad = NULL;
-  int rv = tg_perf_tracefs_root(root, sizeof(root));
+  int rv = tg_tracefs_mounted(root, sizeof(root)); /* never mounts */
   if (rv == 0) rv = tg_perf_cfg_resolve(c, root, &bad);
   if (rv == 0) return 0;
   const char *tp = bad ? bad->tp_name : NULL;
@@ -1053,18 +1058,23 @@ static void end_slot(tg_perf_ds_t *d, unsigned k) {
 
 /* The producer's memory as traced_perf's guardrail counts it: resident
  * anonymous pages and swap (mapped files are the page cache's), in KiB;
- * -1 when /proc/self/status cannot be read. */
+ * -1 when /proc/self/status cannot be read or has no RssAnon (kernels
+ * before 4.5). */
+#define STATUS_CAP (64u << 10)
+
 static long anon_and_swap_kb(void) {
-  FILE *f = fopen("/proc/self/status", "re");
-  if (!f) return -1;
-  char line[256];
-  long anon = -1, swap = 0, v;
-  while (fgets(line, sizeof(line), f)) {
-    if (sscanf(line, "RssAnon: %ld kB", &v) == 1) anon = v;
-    else if (sscanf(line, "VmSwap: %ld kB", &v) == 1) swap = v;
-  }
-  fclose(f);
-  return anon < 0 ? -1 : anon + swap;
+  tg_buf_t text;
+  tg_buf_init(&text, STATUS_CAP);
+  tg_pid_status_t st;
+  int rv = tg_proc_read_file("/proc/self/status", &text);
+  if (rv == 0)
+    rv = tg_pid_status_parse((const char *)tg_buf_begin(&text),
+                             tg_buf_size(&text), &st);
+  tg_buf_free(&text);
+  if (rv < 0 || !(st.present & TG_PID_STATUS_RSS_ANON)) return -1;
+  uint64_t kb = st.rss_anon_kb +
+                (st.present & TG_PID_STATUS_VM_SWAP ? st.vm_swap_kb : 0);
+  return kb > (uint64_t)LONG_MAX ? LONG_MAX : (long)kb;
 }
 
 /* Past max_daemon_memory_kb the unwinder's caches go first; still past

@@ -2,30 +2,12 @@
 #include "agent/perf/perf_events.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-int tg_perf_tracefs_root(char *root, size_t cap) {
-  static const char *const candidates[] = {"/sys/kernel/tracing",
-                                           "/sys/kernel/debug/tracing"};
-  int rv = -ENOENT;
-  for (size_t i = 0; i < 2; i++) {
-    char p[64];
-    snprintf(p, sizeof(p), "%s/events", candidates[i]);
-    struct stat st;
-    if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
-      if (strlen(candidates[i]) >= cap) return -ENAMETOOLONG;
-      strcpy(root, candidates[i]);
-      return 0;
-    }
-    if (errno == EACCES || errno == EPERM) rv = -EACCES;
-  }
-  return rv;
-}
+#include "agent/sys/proc_read.h"
 
 int tg_perf_event_resolve(tg_perf_event_t *ev, const char *tracefs_root) {
   if (ev->kind != TG_PERF_EVENT_TRACEPOINT) return 0;
@@ -38,16 +20,9 @@ int tg_perf_event_resolve(tg_perf_event_t *ev, const char *tracefs_root) {
   int n = snprintf(path, sizeof(path), "%s/events/%.*s/%s/id", tracefs_root,
                    (int)sep, ev->tp_name, ev->tp_name + sep + 1);
   if (n < 0 || (size_t)n >= sizeof(path)) return -ENAMETOOLONG;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno == ENOTDIR ? -ENOENT : -errno;
   char buf[32];
-  ssize_t got;
-  while ((got = read(fd, buf, sizeof(buf) - 1)) < 0 && errno == EINTR) {
-  }
-  int rv = got < 0 ? -errno : 0;
-  close(fd);
-  if (rv < 0) return rv;
-  buf[got] = '\0';
+  long got = tg_proc_read_head(path, buf, sizeof(buf));
+  if (got < 0) return got == -ENOTDIR ? -ENOENT : (int)got;
   char *end;
   errno = 0;
   unsigned long long id = strtoull(buf, &end, 10);

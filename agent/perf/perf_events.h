@@ -29,13 +29,6 @@
 
 #include "agent/perf/perf_config.h"
 
-/* Writes tracefs' root (mounted at /sys/kernel/tracing or
- * /sys/kernel/debug/tracing, with an events/ directory) into |root| of
- * |cap| bytes. Returns 0, -EACCES when a candidate exists but may not be
- * searched (tracefs is root's, 0700, unless mounted with gid=), or
- * -ENOENT. Never mounts. */
-int tg_perf_tracefs_root(char *root, size_t cap);
-
 /* Sets a tracepoint event's id (attr_config) from
  * <tracefs_root>/events/<group>/<name>/id. Other kinds: 0, unchanged.
  * Returns 0, -ENOENT (no such tracepoint), -EACCES/-EPERM (tracefs not

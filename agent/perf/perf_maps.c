@@ -2,25 +2,23 @@
 #include "agent/perf/perf_maps.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+
+#include "agent/sys/proc_read.h"
+#include "agent/sys/text.h"
+#include "common/buf.h"
 
 /* A hex number of 1 to 16 digits at |*p|, ending before |end|. */
 static bool hex(const char **p, const char *end, uint64_t *out) {
   uint64_t v = 0;
   int n = 0;
   while (*p < end) {
-    char ch = **p;
-    unsigned d;
-    if (ch >= '0' && ch <= '9') d = (unsigned)(ch - '0');
-    else if (ch >= 'a' && ch <= 'f') d = (unsigned)(ch - 'a' + 10);
-    else if (ch >= 'A' && ch <= 'F') d = (unsigned)(ch - 'A' + 10);
-    else break;
+    int d = tg__hex_digit(**p);
+    if (d < 0) break;
     if (++n > 16) return false;
-    v = v << 4 | d;
+    v = v << 4 | (unsigned)d;
     (*p)++;
   }
   *out = v;
@@ -152,6 +150,9 @@ int tg_perf_maps_parse(const char *text, size_t len, bool exec_only,
   return (int)out->n;
 }
 
+/* A maps file of 64 MiB is far past TG_PERF_MAPS_MAX lines. */
+#define MAPS_FILE_CAP (64u << 20)
+
 int tg_perf_maps_read(int pid, const char *path, bool exec_only,
                       tg_perf_maps_t *out) {
   char buf[64];
@@ -159,33 +160,22 @@ int tg_perf_maps_read(int pid, const char *path, bool exec_only,
     snprintf(buf, sizeof(buf), "/proc/%d/maps", pid);
     path = buf;
   }
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -errno;
-  size_t cap = 64 * 1024, len = 0;
-  char *text = malloc(cap);
-  int rv = 0;
-  while (text) {
-    if (len == cap) {
-      /* A maps file of 64 MiB is far past TG_PERF_MAPS_MAX lines. */
-      if (cap >= (64u << 20)) break;
-      char *t = realloc(text, cap * 2);
-      if (!t) break;
-      text = t;
-      cap *= 2;
-    }
-    ssize_t n = read(fd, text + len, cap - len);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      rv = -errno;
-      break;
-    }
-    if (n == 0) break;
-    len += (size_t)n;
+  tg_buf_t text;
+  tg_buf_init(&text, MAPS_FILE_CAP);
+  int rv = tg_proc_read_file(path, &text);
+  const char *t = (const char *)tg_buf_begin(&text);
+  size_t len = tg_buf_size(&text);
+  bool cut = rv == -ENOBUFS;
+  if (cut) {
+    /* Past the cap: parse the whole lines read, never a cut last one,
+     * which would parse as a different mapping. */
+    const char *nl = len ? memrchr(t, '\n', len) : NULL;
+    len = nl ? (size_t)(nl - t) + 1 : 0;
+    rv = 0;
   }
-  close(fd);
-  if (!text) return -ENOMEM;
-  if (rv == 0) rv = tg_perf_maps_parse(text, len, exec_only, out);
-  free(text);
+  if (rv == 0) rv = tg_perf_maps_parse(t, len, exec_only, out);
+  if (rv >= 0 && cut) out->truncated = true;
+  tg_buf_free(&text);
   return rv;
 }
 

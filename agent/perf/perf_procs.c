@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "agent/perf/perf_elf.h"
+#include "agent/sys/proc_read.h"
 
 #define PID_SLOTS (TG_PERF_PROCS_MAX * 2)
 #define ARGV0_MAX 512
@@ -189,13 +190,8 @@ const char *tg_perf_procs_argv0(tg_perf_procs_t *p, uint32_t pid) {
   pr->argv0[0] = '\0';
   char path[64];
   snprintf(path, sizeof(path), "/proc/%u/cmdline", pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return pr->argv0;
-  ssize_t n;
-  do n = read(fd, pr->argv0, ARGV0_MAX - 1);
-  while (n < 0 && errno == EINTR);
-  close(fd);
-  pr->argv0[n > 0 ? n : 0] = '\0'; /* argv[0] ends at its NUL */
+  /* argv[0] ends at its NUL; a process gone or unreadable has none. */
+  if (tg_proc_read_head(path, pr->argv0, ARGV0_MAX) < 0) pr->argv0[0] = '\0';
   return pr->argv0;
 }
 

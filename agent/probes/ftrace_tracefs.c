@@ -14,40 +14,24 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent/sys/proc_read.h"
+#include "agent/sys/tracefs_root.h"
+
 static _Atomic unsigned instance_counter;
 
-static bool is_tracefs_root(const char *dir) {
-  char p[TG_TRACEFS_PATH_MAX];
-  snprintf(p, sizeof(p), "%s/instances", dir);
-  struct stat st;
-  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static const char *const candidates[] = {"/sys/kernel/tracing",
-                                         "/sys/kernel/debug/tracing"};
-
-/* Whether we may write tracefs is left to the opens and the mkdir that
- * follow: access(2) judges the real uid and ignores capabilities, so it
- * would refuse a probes that holds CAP_DAC_OVERRIDE (its systemd unit). */
 int tg_tracefs_find_mounted(char *root) {
-  for (size_t i = 0; i < 2; i++) {
-    if (is_tracefs_root(candidates[i])) {
-      snprintf(root, TG_TRACEFS_PATH_MAX, "%s", candidates[i]);
-      return 0;
-    }
-  }
-  return -ENOENT;
+  return tg_tracefs_mounted(root, TG_TRACEFS_PATH_MAX);
 }
 
 int tg_tracefs_find(char *root) {
   int rv = tg_tracefs_find_mounted(root);
   if (rv != -ENOENT) return rv;
-  if (mount("nodev", candidates[0], "tracefs", 0, NULL) != 0) {
+  if (mount("nodev", TG_TRACEFS_MOUNT, "tracefs", 0, NULL) != 0) {
     int err = errno;
     return err == EPERM || err == EACCES ? -err : -ENOENT;
   }
-  if (!is_tracefs_root(candidates[0])) return -ENOENT;
-  snprintf(root, TG_TRACEFS_PATH_MAX, "%s", candidates[0]);
+  if (!tg_tracefs_is_root(TG_TRACEFS_MOUNT)) return -ENOENT;
+  snprintf(root, TG_TRACEFS_PATH_MAX, "%s", TG_TRACEFS_MOUNT);
   return 0;
 }
 
@@ -66,23 +50,7 @@ int tg_tracefs_write(const char *dir, const char *file, const char *value) {
 long tg_tracefs_read(const char *dir, const char *file, char *buf, size_t cap) {
   char p[TG_TRACEFS_PATH_MAX * 2];
   snprintf(p, sizeof(p), "%s/%s", dir, file);
-  int fd = open(p, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -errno;
-  size_t n = 0;
-  while (n + 1 < cap) {
-    ssize_t r = read(fd, buf + n, cap - 1 - n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      int err = -errno;
-      close(fd);
-      return err;
-    }
-    if (r == 0) break;
-    n += (size_t)r;
-  }
-  buf[n] = 0;
-  close(fd);
-  return (long)n;
+  return tg_proc_read_head(p, buf, cap);
 }
 
 int tg_tracefs_instance_create(const char *root, char *dir) {
@@ -181,7 +149,7 @@ static bool valid_name(const char *s) {
   return strchr(s, '/') == NULL;
 }
 
-/* stat(2), not access(2), for the reason given at tg_tracefs_find_mounted:
+/* stat(2), not access(2), for the reason agent/sys/tracefs_root.c gives:
  * an event that exists but cannot be read fails later, where it is read,
  * with the errno that says why. */
 static bool is_event_dir(const char *events, const char *group,

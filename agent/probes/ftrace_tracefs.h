@@ -20,11 +20,12 @@
 #define TG_TRACEFS_INSTANCE_PREFIX "tracegate-"
 
 /* Writes tracefs' root into |root| (TG_TRACEFS_PATH_MAX bytes): an existing
- * mount at /sys/kernel/tracing or /sys/kernel/debug/tracing, else a fresh
- * mount at /sys/kernel/tracing. Returns 0, -ENOENT (no tracefs), -EACCES or
- * -EPERM (not root). */
+ * mount (agent/sys/tracefs_root.h, which tracegate-perf asks too), else a
+ * fresh mount at /sys/kernel/tracing. Returns 0, -ENOENT (no tracefs),
+ * -EACCES or -EPERM (not root). */
 int tg_tracefs_find(char *root);
-/* The same without mounting: -ENOENT when tracefs is not mounted. */
+/* The same without mounting: -ENOENT when tracefs is not mounted, -EACCES
+ * when it is but may not be searched. */
 int tg_tracefs_find_mounted(char *root);
 
 /* Creates instances/tracegate-<getpid()>-<n> with a process-wide counter n.

@@ -1,5 +1,5 @@
 /* DataSourceConfig -> what the probes poll; see probes_config.h. A field
- * read here is listed in config_fields/probes.c, or both sides warn that
+ * read here is listed in abi/config_fields.c, or both sides warn that
  * it is ignored. */
 #include "agent/probes/probes_config.h"
 
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "agent/probes/meminfo.h"
-#include "config_fields/probes.h"
+#include "abi/config_fields.h"
 #include "pb/config/data_source_config.pb-c.h"
 #include "common/log.h"
 #include "common/notice.h"

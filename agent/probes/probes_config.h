@@ -4,7 +4,7 @@
  * on_start, following traced_probes' reading of the same fields. Every
  * field of the typed config that tracegate-probes does not act on is
  * named in a warning when the config is parsed, never dropped quietly;
- * the fields read here are the table of config_fields/probes.c, which
+ * the fields read here are the table of abi/config_fields.c, which
  * the CLI warns from too.
  */
 #ifndef TRACEGATE_PROBES_CONFIG_H
@@ -104,7 +104,7 @@ int tg_inode_file_cfg_parse(const uint8_t *cfg, size_t len,
 void tg_inode_file_cfg_free(tg_inode_file_cfg_t *c);
 
 /* Logs the warning naming the fields of |cfg| that tracegate-probes does
- * not act on (config_fields/probes.h; nothing when there are none). */
+ * not act on (abi/config_fields.h; nothing when there are none). */
 void tg_probes_warn_unacted(const char *ds_name, const uint8_t *cfg,
                             size_t len);
 

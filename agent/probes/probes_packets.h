@@ -17,7 +17,7 @@
 #include "tracegate/pb_writer.h"
 #include "agent/probes/kernel_files.h"
 #include "agent/probes/meminfo.h"
-#include "agent/probes/proc_pid.h"
+#include "agent/sys/proc_pid.h"
 #include "agent/probes/proc_stat.h"
 #include "agent/probes/sysfs_files.h"
 

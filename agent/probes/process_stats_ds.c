@@ -32,7 +32,7 @@
 #include "agent/probes/probes.h"
 #include "agent/probes/probes_config.h"
 #include "agent/probes/probes_packets.h"
-#include "agent/probes/proc_pid.h"
+#include "agent/sys/proc_pid.h"
 #include "agent/sys/proc_read.h"
 #include "agent/probes/process_stats.h"
 #include "tracegate/error.h"

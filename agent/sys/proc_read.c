@@ -40,6 +40,25 @@ int tg_proc_read_file(const char *path, tg_buf_t *b) {
   return rv;
 }
 
+long tg_proc_read_head(const char *path, char *buf, size_t cap) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  size_t n = 0;
+  long rv = 0;
+  /* A file may come in several reads (tracefs hands out a page at a
+   * time): read until EOF or the buffer is full. */
+  while (n + 1 < cap) {
+    ssize_t r = read(fd, buf + n, cap - 1 - n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) rv = -errno;
+    if (r <= 0) break;
+    n += (size_t)r;
+  }
+  close(fd);
+  buf[n] = '\0';
+  return rv < 0 ? rv : (long)n;
+}
+
 int tg_proc_read_chunks(const char *path, size_t chunk, tg_proc_chunk_cb feed,
                         void *ctx) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -1,4 +1,5 @@
-/* Reading /proc: whole small files, large ones in chunks, and the list of
+/* Reading /proc (and sysfs and tracefs, which read the same way): whole
+ * small files, the head of one, large ones in chunks, and the list of
  * pids.
  *
  * Processes come and go while we read: -ENOENT and -ESRCH mean "it
@@ -18,6 +19,13 @@
  * when the file is larger than the cap (then |b| holds the beginning, one
  * byte short of the cap). */
 int tg_proc_read_file(const char *path, tg_buf_t *b);
+
+/* Reads at most |cap| - 1 bytes of the beginning of |path| into |buf|
+ * (|cap| > 0) and NUL-terminates them: for small files whose head is all
+ * that is wanted (a tracefs event's id, a process's argv[0] in its
+ * cmdline), without a buffer of its own. Returns the number of bytes read
+ * (the rest of a longer file is left unread), or -errno. */
+long tg_proc_read_head(const char *path, char *buf, size_t cap);
 
 /* |root| ("" on a live machine, a fake tree's directory in tests) and then
  * |fmt| into |dst| of |cap| bytes: |dst|, or NULL when it does not fit. */

@@ -30,7 +30,7 @@
 #include "agent/probes/mountinfo.h"
 #include "agent/probes/probes.h"
 #include "agent/probes/probes_config.h"
-#include "config_fields/probes.h"
+#include "abi/config_fields.h"
 #include "pb/config/data_source_config.pb-c.h"
 #include "pb/trace/trace_packet.pb-c.h"
 #include "probes_fixtures.h"

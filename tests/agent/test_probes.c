@@ -19,7 +19,7 @@
 #include "agent/probes/meminfo.h"
 #include "agent/probes/probes_config.h"
 #include "agent/probes/probes_packets.h"
-#include "agent/probes/proc_pid.h"
+#include "agent/sys/proc_pid.h"
 #include "agent/sys/proc_read.h"
 #include "agent/probes/proc_stat.h"
 #include "pb/config/data_source_config.pb-c.h"

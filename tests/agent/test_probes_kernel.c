@@ -17,9 +17,8 @@
 #include "agent/probes/kernel_files.h"
 #include "agent/probes/probes_config.h"
 #include "agent/probes/probes_packets.h"
-#include "agent/probes/proc_pid.h"
+#include "agent/sys/proc_pid.h"
 #include "agent/sys/proc_read.h"
-#include "config_fields/probes.h"
 #include "pb/config/data_source_config.pb-c.h"
 #include "pb/trace/trace_packet.pb-c.h"
 #include "tracegate/error.h"
@@ -295,82 +294,6 @@ static uint8_t *pack_dsc(const Perfetto__Protos__DataSourceConfig *c,
   return b;
 }
 
-static void every_unacted_config_field_is_named(void **state) {
-  (void)state;
-  Perfetto__Protos__DataSourceConfig dsc =
-      PERFETTO__PROTOS__DATA_SOURCE_CONFIG__INIT;
-  Perfetto__Protos__SysStatsConfig ss = PERFETTO__PROTOS__SYS_STATS_CONFIG__INIT;
-  dsc.sys_stats_config = &ss;
-  ss.has_meminfo_period_ms = true;
-  ss.meminfo_period_ms = 100;
-  ss.has_psi_period_ms = true;
-  ss.psi_period_ms = 100;
-  char names[256];
-  size_t len;
-  uint8_t *b = pack_dsc(&dsc, &len);
-  /* Everything set is acted on: nothing to say. */
-  assert_int_equal(tg_probes_unacted_fields("linux.sys_stats", b, len, names,
-                                            sizeof(names)),
-                   0);
-  assert_string_equal(names, "");
-  free(b);
-  /* So are the /sys groups. */
-  ss.has_thermal_period_ms = true;
-  ss.thermal_period_ms = 100;
-  ss.has_devfreq_period_ms = true;
-  ss.devfreq_period_ms = 100;
-  ss.has_cpuidle_period_ms = true;
-  ss.cpuidle_period_ms = 100;
-  ss.has_gpufreq_period_ms = true;
-  ss.gpufreq_period_ms = 100;
-  b = pack_dsc(&dsc, &len);
-  assert_int_equal(tg_probes_unacted_fields("linux.sys_stats", b, len, names,
-                                            sizeof(names)),
-                   0);
-  free(b);
-
-  Perfetto__Protos__ProcessStatsConfig ps =
-      PERFETTO__PROTOS__PROCESS_STATS_CONFIG__INIT;
-  Perfetto__Protos__ProcessStatsConfig__Quirks q[] = {
-      PERFETTO__PROTOS__PROCESS_STATS_CONFIG__QUIRKS__DISABLE_ON_DEMAND};
-  dsc.sys_stats_config = NULL;
-  dsc.process_stats_config = &ps;
-  ps.has_record_thread_names = true;
-  ps.record_thread_names = true;
-  ps.n_quirks = 1;
-  ps.quirks = q;
-  ps.has_proc_stats_cache_ttl_ms = true;
-  ps.proc_stats_cache_ttl_ms = 1000;
-  ps.has_resolve_process_fds = true;
-  ps.resolve_process_fds = true;
-  b = pack_dsc(&dsc, &len);
-  /* quirks is acted on (on-demand dumps); the cache TTL and fds are not. */
-  assert_int_equal(tg_probes_unacted_fields("linux.process_stats", b, len,
-                                            names, sizeof(names)),
-                   2);
-  assert_string_equal(names, "proc_stats_cache_ttl_ms, resolve_process_fds");
-  /* Too small a buffer still counts them all and stays terminated. */
-  char tiny[8];
-  assert_int_equal(tg_probes_unacted_fields("linux.process_stats", b, len,
-                                            tiny, sizeof(tiny)),
-                   2);
-  assert_true(strlen(tiny) < sizeof(tiny));
-  /* The typed config of another source is not this source's business. */
-  assert_int_equal(tg_probes_unacted_fields("linux.sys_stats", b, len, names,
-                                            sizeof(names)),
-                   0);
-  free(b);
-
-  /* A field newer than our schema is named by number. */
-  const uint8_t newer[] = {0xba, 0x06, 0x03, /* process_stats_config (103) */
-                           0xf8, 0x07, 0x01 /* field 127 = 1 */};
-  assert_int_equal(tg_probes_unacted_fields("linux.process_stats", newer,
-                                            sizeof(newer), names,
-                                            sizeof(names)),
-                   1);
-  assert_string_equal(names, "field #127");
-}
-
 static void process_stats_config_reads_the_new_flags(void **state) {
   (void)state;
   Perfetto__Protos__DataSourceConfig dsc =
@@ -445,7 +368,6 @@ int main(void) {
       cmocka_unit_test(psi_rejects_garbled_input),
       cmocka_unit_test(smaps_rollup_reads_sizes),
       cmocka_unit_test(sys_stats_packet_holds_every_group),
-      cmocka_unit_test(every_unacted_config_field_is_named),
       cmocka_unit_test(process_stats_config_reads_the_new_flags),
       cmocka_unit_test(real_kernel_files_parse),
   };

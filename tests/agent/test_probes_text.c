@@ -10,12 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "agent/sys/proc_read.h"
 #include "agent/sys/text.h"
+#include "agent/sys/tracefs_root.h"
 
 /* What the callback saw, as "[line]" per line and "<n>" per line too long,
  * so one string comparison checks order, content and boundaries. */
@@ -251,6 +253,68 @@ static void read_chunks_hands_over_the_file_and_stops_at_errors(void **state) {
   assert_int_equal(c.calls, 0);
 }
 
+/* --- the head of a file ---------------------------------------------------- */
+
+static void read_head_keeps_the_beginning_terminated(void **state) {
+  (void)state;
+  char path[] = "/tmp/tg_test_head_XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  static const char body[] = "0123456789abcdefghij";
+  assert_int_equal(write(fd, body, sizeof(body) - 1), sizeof(body) - 1);
+  close(fd);
+
+  char buf[64];
+  /* All of it when it fits, terminated. */
+  memset(buf, 'x', sizeof(buf));
+  assert_int_equal(tg_proc_read_head(path, buf, sizeof(buf)), 20);
+  assert_string_equal(buf, body);
+  /* Its first cap - 1 bytes when it does not; the rest is not read. */
+  memset(buf, 'x', sizeof(buf));
+  assert_int_equal(tg_proc_read_head(path, buf, 8), 7);
+  assert_string_equal(buf, "0123456");
+  assert_int_equal(tg_proc_read_head(path, buf, 1), 0);
+  assert_string_equal(buf, "");
+  unlink(path);
+  assert_int_equal(tg_proc_read_head(path, buf, sizeof(buf)), -ENOENT);
+
+  /* A /proc file (size 0 to stat): this program's argv[0], to its NUL. */
+  long n = tg_proc_read_head("/proc/self/cmdline", buf, sizeof(buf));
+  assert_true(n > 0);
+  assert_non_null(strstr(buf, "test_probes_text"));
+}
+
+/* --- tracefs's mount point --------------------------------------------------- */
+
+static void tracefs_root_is_a_directory_with_events(void **state) {
+  (void)state;
+  char dir[] = "/tmp/tg_test_tracefs_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char events[64];
+  snprintf(events, sizeof(events), "%s/events", dir);
+  assert_false(tg_tracefs_is_root(dir));
+  /* A file named events is not the directory. */
+  FILE *f = fopen(events, "w");
+  assert_non_null(f);
+  fclose(f);
+  assert_false(tg_tracefs_is_root(dir));
+  assert_int_equal(unlink(events), 0);
+  assert_int_equal(mkdir(events, 0700), 0);
+  assert_true(tg_tracefs_is_root(dir));
+  assert_int_equal(rmdir(events), 0);
+  assert_int_equal(rmdir(dir), 0);
+
+  /* This machine: a root that is named whole, or none, never a cut one. */
+  char root[64];
+  int rv = tg_tracefs_mounted(root, sizeof(root));
+  assert_true(rv == 0 || rv == -ENOENT || rv == -EACCES);
+  if (rv == 0) {
+    assert_true(tg_tracefs_is_root(root));
+    char tiny[4];
+    assert_int_equal(tg_tracefs_mounted(tiny, sizeof(tiny)), -ENAMETOOLONG);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(lines_split_at_every_byte_boundary),
@@ -259,6 +323,8 @@ int main(void) {
       cmocka_unit_test(lines_of_empty_text_are_none),
       cmocka_unit_test(lines_stop_at_a_callback_error),
       cmocka_unit_test(read_chunks_hands_over_the_file_and_stops_at_errors),
+      cmocka_unit_test(read_head_keeps_the_beginning_terminated),
+      cmocka_unit_test(tracefs_root_is_a_directory_with_events),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,7 @@
-/* Fuzzes tracegate-probes' /proc and /sys parsers and config readers
- * (agent/probes/): the first byte picks the parser, the rest is the file.
+/* Fuzzes the producers' /proc and /sys parsers and config readers
+ * (agent/probes/, and agent/sys/proc_pid.h, which tracegate-perf's memory
+ * guardrail reads its own status with too; abi/config_fields.h): the
+ * first byte picks the parser, the rest is the file.
  *
  * Parsing must succeed or return TG_EPARSE / TG_EBAD_CONFIG, never crash
  * or read out of bounds; what parses must encode into a TracePacket that
@@ -10,15 +12,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi/config_fields.h"
 #include "agent/probes/cpu_info.h"
 #include "agent/probes/kernel_files.h"
 #include "agent/probes/meminfo.h"
 #include "agent/probes/probes_config.h"
 #include "agent/probes/probes_packets.h"
-#include "agent/probes/proc_pid.h"
 #include "agent/probes/proc_stat.h"
 #include "agent/probes/sysfs_files.h"
-#include "config_fields/probes.h"
+#include "agent/sys/proc_pid.h"
 #include "pb/trace/trace_packet.pb-c.h"
 #include "tracegate/error.h"
 

@@ -1,13 +1,15 @@
 /* /proc/<pid>/stat and /proc/<pid>/status, and the set of pids between two
- * scans of /proc.
+ * scans of /proc: for linux.process_stats (tracegate-probes) and for
+ * tracegate-perf's memory guardrail (its own status), so that neither
+ * program parses these files its own way.
  *
  * Pure parsers over a file's content: a process can exit between open()
  * and read(), so the caller treats a short or empty read as "vanished"
  * and never as a bug; the parsers only see text and say whether it makes
  * sense.
  */
-#ifndef TRACEGATE_PROBES_PROC_PID_H
-#define TRACEGATE_PROBES_PROC_PID_H
+#ifndef TRACEGATE_AGENT_SYS_PROC_PID_H
+#define TRACEGATE_AGENT_SYS_PROC_PID_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -85,4 +87,4 @@ int tg_oom_score_adj_parse(const char *text, size_t len, int64_t *out);
 size_t tg_pids_new(const int32_t *prev, size_t n_prev, const int32_t *cur,
                    size_t n_cur, int32_t *out_new);
 
-#endif /* TRACEGATE_PROBES_PROC_PID_H */
+#endif /* TRACEGATE_AGENT_SYS_PROC_PID_H */

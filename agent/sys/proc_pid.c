@@ -1,5 +1,5 @@
 /* /proc/<pid> parsers; see proc_pid.h. */
-#include "agent/probes/proc_pid.h"
+#include "agent/sys/proc_pid.h"
 
 #include <string.h>
 
