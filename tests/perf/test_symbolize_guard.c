@@ -87,7 +87,10 @@ static void deadline_asked_at_every_packet(void **state) {
   assert_int_equal(hostile_trace(&t, 10000, 0), 0);
   int fd = temp_trace(&t);
   uint64_t now = 0;
-  tg_clock_t clock = {tick_ms, tick_ns, &now};
+  tg_clock_t clock = {.now_ms = tick_ms,
+                      .now_ns = tick_ns,
+                      .now_wall_ms = tg__clock_realtime_ms,
+                      .ctx = &now};
   tg_sym_t s;
   tg_sym_init(&s);
   char why[256] = "";
