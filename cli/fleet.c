@@ -467,16 +467,16 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
   fo->check_names = cfg && cfg->n_data_sources;
   if (choose_mode(f) < 0) goto out;
   f->hosts = calloc(n, sizeof(*f->hosts));
-  if (!f->hosts || tg_fleet_init(&f->core) < 0 || fleet_names_init(f, cfg) < 0 ||
-      uv_loop_init(&loop) < 0)
-    goto out;
+  if (!f->hosts || uv_loop_init(&loop) < 0) goto out;
   loop_ok = true;
+  /* Before tg_fleet_init, as host.h asks: the fleet's clock reads it. */
+  f->core.loop = &loop;
+  if (tg_fleet_init(&f->core) < 0 || fleet_names_init(f, cfg) < 0) goto out;
   f->loop = &loop;
   f->env.loop = &loop;
   f->env.tls = tls;
   f->env.server_name = o->remote.server_name;
   f->env.dead_link_timeout_s = (uint32_t)((fo->dead_link_ms + 999) / 1000);
-  f->core.loop = &loop;
   f->core.dialer = tg_remote_dialer(&f->env);
   f->env.counts = &f->tls_counts;
   if (open_sessions(f, tls) < 0) goto out;

@@ -10,6 +10,7 @@
 static const struct tg__fleet_hooks fleet_hooks;
 
 int tg_fleet_init(tg_fleet_t *f) {
+  if (!f->loop) return -EINVAL; /* the clock below reads it */
   f->hooks = &fleet_hooks;
   tg_clock_loop_init(&f->clock, f->loop);
   f->hosts = calloc(f->n ? f->n : 1, sizeof(*f->hosts));

@@ -229,7 +229,7 @@ struct tg_fleet {
 
 /* The fleet's admission (fleet.c). Every host stays valid (registered in
  * |hosts|) until tg_fleet_free, also after its on_finished. The owner fills loop, o, dialer, cbs
- * and n, then calls tg_fleet_init (-ENOMEM), initialises its n hosts
+ * and n, then calls tg_fleet_init (-ENOMEM; -EINVAL without a loop), initialises its n hosts
  * (tg_fleet_host_init) and calls tg_fleet_start. From then on the fleet
  * starts the next hosts as earlier ones get through their first
  * preparation, trace or finish (also after an on_finished: the owner keeps
