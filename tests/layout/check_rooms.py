@@ -8,19 +8,23 @@ The room tables are those whose header's first cell is "dir" or
 "directory" (other tables list files: "| file | owns |"). A row of one is
 a line whose first cell is a directory in backquotes ("| `abi/` |",
 "| `include/tracegate/` |"); its first path component is the room. The tree's rooms are the top-level directories of the files git tracks
-(without git: the source directory's subdirectories but hidden ones and
-build trees, a directory holding CMakeCache.txt), hidden ones left out.
+(without git, as in CI's copy of the tree: the source directory's
+subdirectories but hidden ones, those the top-level .gitignore names as
+directories ("/build*/") and build trees, a directory holding
+CMakeCache.txt), hidden ones left out.
 
 Usage: check_rooms.py SOURCE_DIR
        check_rooms.py --self-test
 Prints one JSON object, {"file": {"missing": [...], "stale": [...]}, ...};
 exit 0 when every list is empty, 1 when not, 2 on a usage or I/O error.
 """
+import fnmatch
 import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
 
 DOCS = ("docs/architecture.md", "README.md")
 ROW = re.compile(r"^\|\s*`([A-Za-z0-9_.-]+)/[^`]*`\s*\|")
@@ -38,19 +42,40 @@ def tracked_rooms(src):
     return {p.split("/", 1)[0] for p in paths if "/" in p}
 
 
-def tree_rooms(src):
-    tracked = tracked_rooms(src)
-    if tracked is not None:
-        return {r for r in tracked if not r.startswith(".")}
+def ignored_dirs(gitignore_text):
+    """The top-level directory patterns of a .gitignore ("/build*/")."""
+    pats = []
+    for line in gitignore_text.splitlines():
+        line = line.strip()
+        if line.startswith("/") and line.endswith("/") and line.count("/") == 2:
+            pats.append(line[1:-1])
+    return pats
+
+
+def disk_rooms(src, names, ignore):
     rooms = set()
-    for name in os.listdir(src):
+    for name in names:
         path = os.path.join(src, name)
         if name.startswith(".") or not os.path.isdir(path):
+            continue
+        if any(fnmatch.fnmatchcase(name, p) for p in ignore):
             continue
         if os.path.exists(os.path.join(path, "CMakeCache.txt")):
             continue
         rooms.add(name)
     return rooms
+
+
+def tree_rooms(src):
+    tracked = tracked_rooms(src)
+    if tracked is not None:
+        return {r for r in tracked if not r.startswith(".")}
+    try:
+        with open(os.path.join(src, ".gitignore"), encoding="utf-8") as f:
+            ignore = ignored_dirs(f.read())
+    except FileNotFoundError:
+        ignore = []
+    return disk_rooms(src, os.listdir(src), ignore)
 
 
 HEADER = re.compile(r"^\|\s*(dir|directory)\s*\|")
@@ -84,6 +109,15 @@ def self_test():
     got = compare({"abi", "include", "cli"}, rows)
     assert got == {"missing": ["cli"], "stale": ["gone"]}, got
     assert compare({"abi"}, {"abi"}) == {"missing": [], "stale": []}
+    pats = ignored_dirs("/build*/\n*.pb-c.c\n/demo.pftrace\n/Testing/\n")
+    assert pats == ["build*", "Testing"], pats
+    # Without git (CI's copy): build/ and build-rel/ are not rooms.
+
+    with tempfile.TemporaryDirectory() as d:
+        for n in ("abi", "build", "build-rel", ".git", "Testing"):
+            os.mkdir(os.path.join(d, n))
+        got = disk_rooms(d, os.listdir(d), pats)
+        assert got == {"abi"}, got
     print(json.dumps({"self_test": "ok"}))
     return 0
 
