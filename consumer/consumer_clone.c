@@ -30,10 +30,13 @@ static void on_clone_reply(tg__call_t *call, int status, bool has_more,
     status = TG_EREMOTE_FAILED;
   if (status == TG_EREMOTE_FAILED && reason)
     status = tg__failure(call, status, reason, msg, sizeof(msg));
-  else if (status)
-    status = tg__failure_why(call, status,
-                             "no reason given; an older service does not "
-                             "support CloneSession", msg, sizeof(msg));
+  else if (status) {
+    char why[96];
+    snprintf(why, sizeof(why),
+             "no reason given; an older service does not support %s",
+             tg_cport_name(TG_CPORT_CloneSession));
+    status = tg__failure_why(call, status, why, msg, sizeof(msg));
+  }
   if (r) protobuf_c_message_free_unpacked(&r->base, NULL);
   tg__call_end_t e = tg__call_end(call);
   e.cb.done(e.c, e.ctx, status, msg);

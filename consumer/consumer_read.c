@@ -26,8 +26,8 @@ static void read_failure(tg__call_t *call, int err, char *msg, size_t n) {
   else if (call->read_err)
     snprintf(msg, n, "reading the trace stopped: %s", tg_strerror(err));
   else if (err == TG_EPROTO_DECODE)
-    snprintf(msg, n, "malformed ReadBuffers reply from the service (%llu "
-             "whole packets before it)",
+    snprintf(msg, n, "malformed %s reply from the service (%llu "
+             "whole packets before it)", tg_cport_name(TG_CPORT_ReadBuffers),
              (unsigned long long)(call->ext_ra ? call->ext_ra : &call->ra)->packets);
   else if (err == TG_ENO_SPACE)
     snprintf(msg, n, "a trace packet exceeds the %zu-byte limit",
@@ -53,7 +53,8 @@ static void on_read_reply(tg__call_t *call, int status, bool has_more,
     if (err == 0 && !has_more) {
       err = tg_slice_reassembler_finish(ra);
       if (err) snprintf(msg, sizeof(msg),
-                        "the ReadBuffers stream ended inside a packet");
+                        "the %s stream ended inside a packet",
+                        tg_cport_name(TG_CPORT_ReadBuffers));
     } else if (err) {
       read_failure(call, err, msg, sizeof(msg));
     }

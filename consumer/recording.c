@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "abi/consumer_port_methods.h"
 #include "common/log.h"
 #include "consumer/recording_internal.h"
 #include "tracegate/error.h"
@@ -382,7 +383,7 @@ void tg_recording_unbind(tg_recording_t *r) {
   }
   if (r->state == TG_REC_FREEING) {
     tg__rec_done_not_freed(r, "the connection went before the service "
-                           "answered FreeBuffers");
+                           "answered %s", tg_cport_name(TG_CPORT_FreeBuffers));
     return;
   }
   uv_timer_stop(&r->reader);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "abi/consumer_port_methods.h"
 #include "common/log.h"
 #include "consumer/recording_internal.h"
 #include "tracegate/error.h"
@@ -152,7 +153,8 @@ void tg__rec_free_at_end(tg_recording_t *r) {
                ? tg_consumer_free_buffers(r->c, on_freed_at_end, r)
                : TG_ENOT_CONNECTED;
   if (rv < 0) {
-    tg__rec_done_not_freed(r, "cannot send FreeBuffers: %s", tg_strerror(rv));
+    tg__rec_done_not_freed(r, "cannot send %s: %s",
+                           tg_cport_name(TG_CPORT_FreeBuffers), tg_strerror(rv));
     return;
   }
   r->inflight++;
@@ -172,7 +174,8 @@ static void on_guard(uv_timer_t *t) {
   }
   if (r->state == TG_REC_FREEING) { /* the trace is whole all the same */
     format_ms(g, sizeof(g), FREE_GUARD_MS);
-    tg__rec_done_not_freed(r, "no answer to FreeBuffers within %s", g);
+    tg__rec_done_not_freed(r, "no answer to %s within %s",
+                           tg_cport_name(TG_CPORT_FreeBuffers), g);
     return;
   }
   if (r->stop == TG__REC_STOP_DEADLINE && r->state == TG_REC_STOPPING) {

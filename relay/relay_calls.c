@@ -97,11 +97,14 @@ static call_outcome_t replay_call(const tg_relay_filter_t *f,
   /* What Resume sends again is trace data: ReadBuffers' role. */
   bool may_read = tg_authz_allows(role, tg_cport_name(TG_CPORT_ReadBuffers));
   if (!ok_args || !may_read || !f->session_key[0] || (resume && drop)) {
-    tg__relay_say(v, TG_N_RELAY_CALL_REFUSED, "%s",
-                  !ok_args             ? "the request does not decode"
-                  : !may_read          ? "the role does not allow ReadBuffers"
-                  : !f->session_key[0] ? "no session key on this connection"
-                                       : "Resume needs its reply");
+    if (!ok_args || may_read)
+      tg__relay_say(v, TG_N_RELAY_CALL_REFUSED, "%s",
+                    !ok_args             ? "the request does not decode"
+                    : !f->session_key[0] ? "no session key on this connection"
+                                         : "Resume needs its reply");
+    else
+      tg__relay_say(v, TG_N_RELAY_CALL_REFUSED, "the role does not allow %s",
+                    tg_cport_name(TG_CPORT_ReadBuffers));
     return CALL_REFUSE;
   }
   v->effect.replay.seq = seq;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi/consumer_port_methods.h"
 #include "pb/common/tracing_service_state.pb-c.h"
 #include "pb/config/trace_config.pb-c.h"
 #include "pb/ipc/consumer_port.pb-c.h"
@@ -115,7 +116,8 @@ int tg_relay_scope_clone(const char *identity, const uint64_t *owned,
                req->session_id);
       break;
     default:
-      snprintf(why, whylen, "CloneSession names no session");
+      snprintf(why, whylen, "%s names no session",
+               tg_cport_name(TG_CPORT_CloneSession));
       break;
   }
   perfetto__protos__clone_session_request__free_unpacked(req, NULL);

@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "abi/consumer_port_methods.h"
 #include "client/ds_problem.h"
 #include "consumer/fleet/ftrace_loss.h"
 #include "collector/daemon/boost_seq.h"
@@ -520,7 +521,8 @@ static void on_ready(tg_consumer_t *c, int status, const char *msg) {
   const struct coll_boost_cfg *bc = bh->b->c->boost;
   int rv = tg_consumer_enable_tracing(c, bc->wire, bc->len, -1, on_ended, bh);
   if (rv < 0) {
-    bh_fail(bh, BR_REFUSED, "EnableTracing: %s", tg_strerror(rv));
+    bh_fail(bh, BR_REFUSED, "%s: %s", tg_cport_name(TG_CPORT_EnableTracing),
+            tg_strerror(rv));
     return;
   }
   bh->st = BH_RUN;

@@ -429,7 +429,8 @@ static void send_clone(snap_host_t *sh, tg_consumer_t *c) {
   };
   int rv = tg_clone_read_start(&sh->e, c, &a);
   if (rv < 0) {
-    host_fail(sh, "CloneSession: %s", tg_strerror(rv));
+    host_fail(sh, "%s: %s", tg_cport_name(TG_CPORT_CloneSession),
+              tg_strerror(rv));
     return;
   }
   /* The trigger's latency to the last host asked (bench_collector). */

@@ -22,6 +22,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "abi/consumer_port_methods.h"
 #include "common/log.h"
 #include "consumer/fleet/host_internal.h"
 #include "tracegate/error.h"
@@ -443,9 +444,10 @@ static void on_rec_rebound(tg_recording_t *rec, int status, const char *msg) {
   if (rs.lost_frames)
     tg__fleet_notice(h, TG_FLEET_INFO, TG_N_FLEET_TRANSIT_LOSS,
                      "the link loss took %" PRIu64
-                     " ReadBuffers replies (%" PRIu64 " bytes) that the "
+                     " %s replies (%" PRIu64 " bytes) that the "
                      "relay's replay window no longer held: lost, counted in "
-                     "the summary", rs.lost_frames, rs.lost_bytes);
+                     "the summary", rs.lost_frames,
+                     tg_cport_name(TG_CPORT_ReadBuffers), rs.lost_bytes);
   else if (rs.relay_restarted)
     tg__fleet_notice(h, TG_FLEET_INFO, TG_N_FLEET_RELAY_RESTARTED,
                      "the relay was restarted: what it had "
