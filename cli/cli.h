@@ -15,7 +15,7 @@
 #include "pb/common/tracing_service_state.pb-c.h"
 #include "pb/config/trace_config.pb-c.h"
 #include "common/write_behind.h"
-#include "client/ds_problem.h"
+#include "consumer/fleet/ds_problem.h"
 #include "consumer/fleet/ftrace_loss.h"
 #include "client/tls_defaults.h"
 #include "consumer/consumer.h"
@@ -31,7 +31,7 @@
 /* snapshot: the collector stored it, but some hosts failed. */
 #define CLI_EXIT_PARTIAL 3
 /* record: the trace was written, but a data source on a host did not run
- * as asked (client/ds_problem.h): it did not start, runs without some of
+ * as asked (consumer/fleet/ds_problem.h): it did not start, runs without some of
  * its events, or no producer offered it. */
 #define CLI_EXIT_DATA_SOURCE 4
 #define CLI_EXIT_ABORTED 130 /* a second Ctrl-C */
@@ -337,7 +337,7 @@ void cli_stats_print(FILE *out, const Perfetto__Protos__TraceStats *st);
  * linux.ftrace's last end stats and the start before them,
  * consumer/fleet/ftrace_loss.h) to |out| when it is not 0. */
 void cli_ftrace_loss_add(const tg_ftrace_loss_t *l, cli_loss_t *out);
-/* One line per problem of |ps| (client/ds_problem.h) to |out|, each
+/* One line per problem of |ps| (consumer/fleet/ds_problem.h) to |out|, each
  * "|indent|[TG-7010] |host|: linux.ftrace: did not start: ..." (|host|
  * NULL: none; |indent| NULL: "tracegate: "), and one saying how many
  * more were left out. */

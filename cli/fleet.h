@@ -59,7 +59,7 @@ typedef struct fleet_host {
   bool has_loss;
   tg_ftrace_loss_t ftrace; /* from the host's packets (ftrace_loss.h) */
   /* Its data sources that did not run as asked, made at the end from
-   * |ftrace| and fleet_names.c's answer (client/ds_problem.h). */
+   * |ftrace| and fleet_names.c's answer (consumer/fleet/ds_problem.h). */
   tg_ds_problems_t problems;
   uint64_t loss_before_drop;
   bool recheck_loss;

@@ -8,7 +8,7 @@
  * is said once: the hosts that lack it, all of them when they are few,
  * else a count and the first few, so that a thousand hosts give one line
  * per name, not one per host. Warnings, and each host's summary names
- * them as problems (client/ds_problem.h) for its exit status: a producer
+ * them as problems (consumer/fleet/ds_problem.h) for its exit status: a producer
  * may still register after the session started. */
 #include <errno.h>
 #include <stdlib.h>

@@ -49,7 +49,7 @@ static const char *problem_head(const cli_snap_problem_t *p) {
   return p->data_source[0] ? p->data_source : p->kind;
 }
 
-/* A host's problems (client/ds_problem.h, consumer/fleet/merge_problem.h), one
+/* A host's problems (consumer/fleet/ds_problem.h, consumer/fleet/merge_problem.h), one
  * line each. */
 static void print_problems(const cli_snap_host_t *h) {
   for (size_t k = 0; k < h->n_problems && k < CLI_SNAP_MAX_PROBLEMS; k++) {

@@ -90,7 +90,7 @@ static int read_snapshot(const reader_t *r, const json_t *s, cli_snap_reply_t *o
   return 0;
 }
 
-/* h["problems"]: absent or an array of objects (client/ds_problem.h). */
+/* h["problems"]: absent or an array of objects (consumer/fleet/ds_problem.h). */
 static int read_problems(const reader_t *r, const json_t *h, long i,
                          cli_snap_host_t *row) {
   const json_t *a = json_object_get(h, "problems");

@@ -54,7 +54,7 @@ typedef struct cli_summary_host {
   bool has_machine_id;
   uint32_t machine_id;           /* merged traces */
   const char *path;              /* the host's own file, or NULL */
-  /* Data sources that did not run as asked (client/ds_problem.h); NULL:
+  /* Data sources that did not run as asked (consumer/fleet/ds_problem.h); NULL:
    * none. */
   const tg_ds_problems_t *problems;
   /* Merged traces: the app tracks and flows; NULL otherwise. */

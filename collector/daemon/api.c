@@ -876,7 +876,7 @@ static void get_metrics(coll_t *c, tg_http_exchange_t *x,
           k->snapshots_reclock_failed);
   fputs("# HELP tracegate_collector_data_source_failures_total Data sources "
         "that did not run as asked, in snapshots' host rows, by reason "
-        "(client/ds_problem.h).\n"
+        "(consumer/fleet/ds_problem.h).\n"
         "# TYPE tracegate_collector_data_source_failures_total counter\n", o.f);
   for (int i = 0; i < TG_DS_REASON_COUNT; i++)
     fprintf(o.f, "tracegate_collector_data_source_failures_total{reason=\"%s\"} "

@@ -13,7 +13,7 @@
 #include <jansson.h>
 
 #include "abi/consumer_port_methods.h"
-#include "client/ds_problem.h"
+#include "consumer/fleet/ds_problem.h"
 #include "consumer/fleet/ftrace_loss.h"
 #include "collector/daemon/boost_seq.h"
 #include "collector/daemon/data_window.h"

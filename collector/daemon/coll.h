@@ -43,6 +43,7 @@
 #include <stdio.h>
 #include <uv.h>
 
+#include "client/remote.h"
 #include "collector/config.h"
 #include "collector/daemon/alertmanager.h"
 #include "collector/daemon/boost_budget.h"
@@ -52,8 +53,7 @@
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/list.h"
-#include "client/ds_problem.h"
-#include "client/remote.h"
+#include "consumer/fleet/ds_problem.h"
 #include "consumer/fleet/host.h"
 
 #define COLL_PROG "tracegate-collector"
@@ -148,7 +148,7 @@ typedef struct coll_host {
   tg_list_t gone;       /* in coll_t.gone once removed */
   coll_standby_t sb;    /* standby.c */
   unsigned closing;     /* its handles being closed before it is freed */
-  /* Data sources its ring asked for that do not run (client/ds_problem.h):
+  /* Data sources its ring asked for that do not run (consumer/fleet/ds_problem.h):
    * those its service did not offer when the holder last connected
    * (hosts.c), and what the last snapshot that read its ring found in the
    * packets (snap.c). NULL for none (most hosts: a few KiB each else); a

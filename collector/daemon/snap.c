@@ -53,7 +53,7 @@
 #include "collector/daemon/symbols.h"
 #include "common/log.h"
 #include "common/notice.h"
-#include "client/ds_problem.h"
+#include "consumer/fleet/ds_problem.h"
 #include "consumer/clone_read.h"
 #include "consumer/fleet/merge_problem.h"
 #include "consumer/fleet/ftrace_loss.h"

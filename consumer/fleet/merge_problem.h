@@ -1,6 +1,6 @@
 /* What the merge left out of one host's part for a reason it names, as
  * problems of the host: the collector's snapshot rows (beside the data
- * sources of client/ds_problem.h, in the same "problems" array) and its
+ * sources of consumer/fleet/ds_problem.h, in the same "problems" array) and its
  * log. As JSON, each is
  *
  *   {"kind": "merge", "code": "TG-5060", "reason": "not_allowed",

@@ -19,7 +19,7 @@
 
 #include <jansson.h>
 
-#include "client/ds_problem.h"
+#include "consumer/fleet/ds_problem.h"
 #include "consumer/fleet/ftrace_loss.h"
 #include "pb/trace/ftrace/ftrace_stats.pb-c.h"
 #include "pb/trace/trace_packet.pb-c.h"

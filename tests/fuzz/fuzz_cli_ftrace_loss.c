@@ -10,7 +10,7 @@
  * more than its sequences, and what it could not hold was counted. The
  * setup errors' names kept stay within their bounds, the instances found
  * down or partial are among the tracked sequences, and the problems they
- * make (client/ds_problem.c) fit their JSON text with the list cut. The
+ * make (consumer/fleet/ds_problem.c) fit their JSON text with the list cut. The
  * data sources a service event names as not started
  * (slow_starting_data_sources) are kept within their bounds, each pair
  * once.
@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "client/ds_problem.h"
+#include "consumer/fleet/ds_problem.h"
 #include "consumer/fleet/ftrace_loss.h"
 #include "tracegate/pb_wire.h"
 

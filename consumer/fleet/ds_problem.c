@@ -1,5 +1,5 @@
 /* A data source a host did not run as asked: see ds_problem.h. */
-#include "client/ds_problem.h"
+#include "consumer/fleet/ds_problem.h"
 
 #include <errno.h>
 #include <stdarg.h>
