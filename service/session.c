@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fsm.h"
 #include "common/log.h"
 #include "common/notice.h"
 #include "service/producer_port.h"
@@ -47,41 +48,52 @@ uint16_t tg__session_next_buffer_id(tg_service_t *svc, tg_session_t *s) {
 
 /* --- state ----------------------------------------------------------------- */
 
+#define S(x) TG_FSM_BIT(TG_SESSION_##x)
+/* The Lifecycle's arrows (session.h). */
+static const uint32_t kNext[] = {
+    [TG_SESSION_CONFIGURED] = S(STARTED) | S(DISABLING),
+    [TG_SESSION_STARTED] = S(DISABLING),
+    [TG_SESSION_DISABLING] = S(DISABLED),
+    [TG_SESSION_DISABLED] = 0, /* only freed from here */
+};
+/* A clone's: one more, as it never runs and is readable from birth. */
+static const uint32_t kNextCloned[] = {
+    [TG_SESSION_CONFIGURED] = S(STARTED) | S(DISABLING) | S(DISABLED),
+    [TG_SESSION_STARTED] = S(DISABLING),
+    [TG_SESSION_DISABLING] = S(DISABLED),
+    [TG_SESSION_DISABLED] = 0,
+};
+#undef S
+/* Perfetto's spellings (TracingServiceState.TracingSession.state). */
+static const char *const kNames[] = {"CONFIGURED", "STARTED",
+                                     "DISABLING_WAITING_STOP_ACKS", "DISABLED"};
+_Static_assert(TG_FSM_COUNT(kNext) == TG_SESSION_DISABLED + 1,
+               "arrows per state");
+_Static_assert(TG_FSM_COUNT(kNextCloned) == TG_FSM_COUNT(kNext),
+               "arrows per state of a clone");
+_Static_assert(TG_FSM_COUNT(kNames) == TG_FSM_COUNT(kNext), "a name per state");
+static const tg_fsm_def_t kDef = {"session", TG_FSM_COUNT(kNext), kNext,
+                                  kNames};
+static const tg_fsm_def_t kDefCloned = {"session", TG_FSM_COUNT(kNext),
+                                        kNextCloned, kNames};
+
 const char *tg__session_state_name(enum tg_session_state st) {
-  switch (st) {
-    case TG_SESSION_CONFIGURED: return "CONFIGURED";
-    case TG_SESSION_STARTED: return "STARTED";
-    case TG_SESSION_DISABLING: return "DISABLING_WAITING_STOP_ACKS";
-    case TG_SESSION_DISABLED: return "DISABLED";
-  }
-  return "?";
+  return tg_fsm_name(&kDef, st);
 }
 
 bool tg__session_transition_ok(enum tg_session_state from,
                                enum tg_session_state to, bool cloned) {
-  switch (from) {
-    case TG_SESSION_CONFIGURED:
-      /* A snapshot never runs: it is readable from birth. */
-      return to == TG_SESSION_STARTED || to == TG_SESSION_DISABLING ||
-             (to == TG_SESSION_DISABLED && cloned);
-    case TG_SESSION_STARTED: return to == TG_SESSION_DISABLING;
-    case TG_SESSION_DISABLING: return to == TG_SESSION_DISABLED;
-    case TG_SESSION_DISABLED: return false; /* only freed from here */
-  }
-  return false;
+  return tg_fsm_allowed(cloned ? &kDefCloned : &kDef, from, to);
 }
 
 int tg__session_set_state(tg_session_t *s, enum tg_session_state to,
                           const char *why) {
-  if (!tg__session_transition_ok(s->state, to, s->cloned)) {
-    TG_ERROR("session %llu: refused to go from %s to %s (%s): a bug in the "
-             "service",
-             (unsigned long long)s->id, tg__session_state_name(s->state),
-             tg__session_state_name(to), why);
+  char who[24];
+  snprintf(who, sizeof(who), "%llu", (unsigned long long)s->id);
+  unsigned st = s->state;
+  if (!tg_fsm_move(s->cloned ? &kDefCloned : &kDef, &st, to,
+                   &s->svc->bad_transitions, who, why))
     return -EINVAL;
-  }
-  TG_DEBUG("session %llu: %s -> %s (%s)", (unsigned long long)s->id,
-           tg__session_state_name(s->state), tg__session_state_name(to), why);
   s->state = to;
   return 0;
 }
