@@ -89,7 +89,7 @@ typedef enum coll_standby_state {
 struct snap_host;
 typedef struct coll_standby {
   coll_standby_state_t st; /* written only by standby.c's set_state() */
-  unsigned bad_transitions; /* refused by its table (a bug: logged) */
+  uint64_t bad_transitions; /* refused by its table (a bug: logged) */
   tg_consumer_t *c;
   void *conn;             /* the dialer's */
   uv_timer_t retry;

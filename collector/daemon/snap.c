@@ -30,7 +30,6 @@
  * mapped sequences the merge's bound; passing any of them fails the host
  * with the reason, and the snapshot goes on with the others.
  */
-#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -51,6 +50,7 @@
 #include "collector/daemon/import_check.h"
 #include "common/json.h"
 #include "collector/daemon/symbols.h"
+#include "common/fsm.h"
 #include "common/log.h"
 #include "common/notice.h"
 #include "client/ds_problem.h"
@@ -214,9 +214,9 @@ static int sink(void *ctx, const uint8_t *p, size_t n, const uint8_t *tail,
 
 /* --- a host's clone ------------------------------------------------------- */
 
-#define S(x) (1u << COLL_SH_##x)
+#define S(x) TG_FSM_BIT(COLL_SH_##x)
 /* Each host state's arrows out of it (snap_host.h's diagram). */
-static const unsigned kShNext[] = {
+static const uint32_t kShNext[] = {
     [COLL_SH_NEW] = S(SKIPPED) | S(ACTIVE) | S(RELEASED),
     [COLL_SH_SKIPPED] = 0,
     [COLL_SH_ACTIVE] = S(CLOSING) | S(RELEASED),
@@ -224,37 +224,33 @@ static const unsigned kShNext[] = {
     [COLL_SH_RELEASED] = 0,
 };
 #undef S
+static const char *const kShNames[] = {"new", "skipped", "active", "closing",
+                                       "released"};
+_Static_assert(TG_FSM_COUNT(kShNext) == COLL_SH_STATE_COUNT,
+               "arrows per host state");
+_Static_assert(TG_FSM_COUNT(kShNames) == COLL_SH_STATE_COUNT,
+               "a name per host state");
+static const tg_fsm_def_t kShDef = {"snapshot host", COLL_SH_STATE_COUNT,
+                                    kShNext, kShNames};
 
 bool coll_sh_transition_ok(coll_sh_state_t from, coll_sh_state_t to) {
-  if ((unsigned)from >= COLL_SH_STATE_COUNT ||
-      (unsigned)to >= COLL_SH_STATE_COUNT)
-    return false;
-  return (kShNext[from] & (1u << to)) != 0;
+  return tg_fsm_allowed(&kShDef, from, to);
 }
 
 const char *coll_sh_state_name(coll_sh_state_t st) {
-  static const char *const names[] = {"new", "skipped", "active", "closing",
-                                      "released"};
-  _Static_assert(sizeof(names) / sizeof(names[0]) == COLL_SH_STATE_COUNT,
-                 "a name per host state");
-  return (unsigned)st < COLL_SH_STATE_COUNT ? names[st] : "?";
+  return tg_fsm_name(&kShDef, st);
 }
 
-/* The one transition of a host's state (snap_host.h). */
+/* The one transition of a host's state (snap_host.h), under
+ * common/fsm.h's policy. */
 static void set_state(snap_host_t *sh, coll_sh_state_t to, const char *why) {
-  coll_sh_state_t from = sh->st;
-  if (from == to) return;
-  if (!coll_sh_transition_ok(from, to)) {
-    sh->s->c->counts.snap_host_bad_transitions++;
-    TG_ERROR("snapshot %016" PRIx64 ": host %s: %s -> %s is no transition "
-             "of snap_host.h's (%s)", sh->s->id, sh->h->t.spec,
-             coll_sh_state_name(from), coll_sh_state_name(to), why);
-    assert(!"a snapshot host transition snap_host.h does not have");
-  }
-  sh->st = to;
-  TG_DEBUG("snapshot %016" PRIx64 ": host %s: %s -> %s: %s", sh->s->id,
-           sh->h->t.spec, coll_sh_state_name(from), coll_sh_state_name(to),
-           why);
+  char who[sizeof(sh->h->t.spec) + 32];
+  snprintf(who, sizeof(who), "%s of snapshot %016" PRIx64, sh->h->t.spec,
+           sh->s->id);
+  unsigned st = sh->st;
+  if (tg_fsm_move(&kShDef, &st, to, &sh->s->c->counts.snap_host_bad_transitions,
+                  who, why))
+    sh->st = to;
 }
 
 static void host_fail(snap_host_t *sh, const char *fmt, ...)
