@@ -82,6 +82,9 @@ typedef struct bridge_server {
   unsigned fail_screens_for_test;
   tg_list_t screens; /* bridge_screen_t.node: every accepted connection */
   unsigned n_screens;
+  /* State changes a screen's or a connection's table refused
+   * (common/fsm.h): a bug, logged. */
+  uint64_t bad_transitions;
   uint8_t rx[BRIDGE_READ_SIZE]; /* each read, until its callback returns */
 } bridge_server_t;
 
