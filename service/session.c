@@ -167,6 +167,42 @@ static void check_all_started(tg_session_t *s) {
   if (s->observer.all_started) s->observer.all_started(s, s->observer.ctx);
 }
 
+#define D(x) TG_FSM_BIT(TG_DS_##x)
+/* A data source instance's arrows (session.h): forward only; it may stop
+ * from any state, and a STOPPED one is destroyed at once. */
+static const uint32_t kDsNext[] = {
+    [TG_DS_SETUP] = D(STARTING) | D(STARTED) | D(STOPPING) | D(STOPPED),
+    [TG_DS_STARTING] = D(STARTED) | D(STOPPING) | D(STOPPED),
+    [TG_DS_STARTED] = D(STOPPING) | D(STOPPED),
+    [TG_DS_STOPPING] = D(STOPPED),
+    [TG_DS_STOPPED] = 0,
+};
+#undef D
+static const char *const kDsNames[] = {"setup", "starting", "started",
+                                       "stopping", "stopped"};
+_Static_assert(TG_FSM_COUNT(kDsNext) == TG_DS_STOPPED + 1, "arrows per state");
+_Static_assert(TG_FSM_COUNT(kDsNames) == TG_FSM_COUNT(kDsNext),
+               "a name per state");
+static const tg_fsm_def_t kDsDef = {"data source", TG_FSM_COUNT(kDsNext),
+                                    kDsNext, kDsNames};
+
+bool tg__ds_transition_ok(enum tg_ds_state from, enum tg_ds_state to) {
+  return tg_fsm_allowed(&kDsDef, from, to);
+}
+
+/* The only writer of inst->state after its creation (SETUP). */
+static bool ds_set_state(tg_ds_instance_t *inst, enum tg_ds_state to) {
+  char who[300];
+  snprintf(who, sizeof(who), "%s of session %llu", inst->name ? inst->name : "?",
+           (unsigned long long)inst->session->id);
+  unsigned st = inst->state;
+  if (!tg_fsm_move(&kDsDef, &st, to, &inst->session->svc->bad_transitions, who,
+                   NULL))
+    return false;
+  inst->state = to;
+  return true;
+}
+
 static void instance_state_changed(tg_ds_instance_t *inst) {
   tg_session_t *s = inst->session;
   if (s->observer.instance_state) s->observer.instance_state(s, inst, s->observer.ctx);
@@ -176,15 +212,15 @@ static void instance_state_changed(tg_ds_instance_t *inst) {
 /* Producers that asked to confirm the start stay STARTING until they do. */
 static void start_instance(tg_ds_instance_t *inst,
                            const Perfetto__Protos__DataSourceConfig *cfg) {
-  inst->state = inst->will_notify_on_start ? TG_DS_STARTING : TG_DS_STARTED;
+  ds_set_state(inst, inst->will_notify_on_start ? TG_DS_STARTING
+                                                : TG_DS_STARTED);
   inst->session->svc->producer_ops->start_instance(inst, cfg);
   if (inst->state == TG_DS_STARTED) instance_state_changed(inst);
 }
 
 void tg__session_instance_started(tg_ds_instance_t *inst) {
   if (inst->state != TG_DS_STARTING) return;
-  inst->state = TG_DS_STARTED;
-  instance_state_changed(inst);
+  if (ds_set_state(inst, TG_DS_STARTED)) instance_state_changed(inst);
 }
 
 /* An instance of a started session that has not started: set up, or
@@ -609,7 +645,8 @@ static void on_stop_timeout(uv_timer_t *t) {
 
 static void instance_stopped(tg_ds_instance_t *inst) {
   tg_session_t *s = inst->session;
-  inst->state = TG_DS_STOPPED; /* observers are told it stopped, not its last state */
+  ds_set_state(inst, TG_DS_STOPPED); /* observers are told it stopped, not
+                                      * its last state */
   instance_state_changed(inst);
   instance_destroy(inst);
   if (s->state == TG_SESSION_DISABLING && tg_list_empty(&s->instances))
@@ -645,7 +682,7 @@ void tg__session_disable(tg_session_t *s) {
   tg_list_foreach_safe(it, tmp, &s->instances) {
     tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, session_node);
     if (!inst->producer) continue;
-    inst->state = TG_DS_STOPPING;
+    ds_set_state(inst, TG_DS_STOPPING);
     s->svc->producer_ops->stop_instance(inst);
     if (!inst->will_notify_on_stop) {
       s->svc->producer_ops->scrape(inst->producer, s);

@@ -60,6 +60,11 @@ typedef enum tg_session_trigger_state {
   TG_TRIG_TIMED_OUT,
 } tg_session_trigger_state_t;
 
+/* A data source instance's state: SETUP -> STARTING (its producer will
+ * say when it started) -> STARTED -> STOPPING (its producer will say when
+ * it stopped) -> STOPPED, each step skippable, and any state -> STOPPED.
+ * Changed only by session.c's ds_set_state() against its table
+ * (tg__ds_transition_ok), under common/fsm.h's policy. */
 enum tg_ds_state {
   TG_DS_SETUP,
   TG_DS_STARTING,
@@ -229,6 +234,9 @@ bool tg__session_transition_ok(enum tg_session_state from,
  * |s| unchanged; |to| the state |s| is in is -EINVAL, not counted. */
 int tg__session_set_state(tg_session_t *s, enum tg_session_state to,
                           const char *why);
+/* Whether a data source instance may go |from| -> |to| (enum tg_ds_state's
+ * diagram). Pure. */
+bool tg__ds_transition_ok(enum tg_ds_state from, enum tg_ds_state to);
 
 /* --- consumer side ---------------------------------------------------------- */
 

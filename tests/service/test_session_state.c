@@ -75,6 +75,25 @@ static void a_clone_is_born_disabled(void **state) {
   assert_int_equal(s.state, TG_SESSION_DISABLED);
 }
 
+/* A data source instance goes forward only, and may stop from any state. */
+static void a_data_source_instance_goes_forward_only(void **state) {
+  (void)state;
+  assert_true(tg__ds_transition_ok(TG_DS_SETUP, TG_DS_STARTING));
+  assert_true(tg__ds_transition_ok(TG_DS_SETUP, TG_DS_STARTED));
+  assert_true(tg__ds_transition_ok(TG_DS_STARTING, TG_DS_STARTED));
+  assert_true(tg__ds_transition_ok(TG_DS_STARTED, TG_DS_STOPPING));
+  assert_true(tg__ds_transition_ok(TG_DS_STOPPING, TG_DS_STOPPED));
+  for (int from = TG_DS_SETUP; from < TG_DS_STOPPED; from++)
+    assert_true(tg__ds_transition_ok(from, TG_DS_STOPPED));
+  for (int to = TG_DS_SETUP; to <= TG_DS_STOPPED; to++) {
+    assert_false(tg__ds_transition_ok(TG_DS_STOPPED, to));
+    assert_false(tg__ds_transition_ok(to, to));
+  }
+  assert_false(tg__ds_transition_ok(TG_DS_STARTED, TG_DS_STARTING));
+  assert_false(tg__ds_transition_ok(TG_DS_STOPPING, TG_DS_STARTED));
+  assert_false(tg__ds_transition_ok(TG_DS_SETUP, TG_DS_STOPPED + 1));
+}
+
 static void state_names_are_perfettos(void **state) {
   (void)state;
   assert_string_equal(tg__session_state_name(TG_SESSION_CONFIGURED), "CONFIGURED");
@@ -89,6 +108,7 @@ int main(void) {
       cmocka_unit_test(only_the_lifecycle_transitions_are_allowed),
       cmocka_unit_test(set_state_walks_the_lifecycle_and_refuses_the_rest),
       cmocka_unit_test(a_clone_is_born_disabled),
+      cmocka_unit_test(a_data_source_instance_goes_forward_only),
       cmocka_unit_test(state_names_are_perfettos),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
