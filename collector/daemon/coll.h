@@ -188,6 +188,8 @@ typedef struct coll_counts {
   uint64_t snapshots_reclocked, snapshots_reclock_failed;
   /* Host state changes snap_host.h's table refused (a bug: logged). */
   uint64_t snap_host_bad_transitions;
+  /* A snapshot's outcome its table refused (snap.c): a bug, logged. */
+  uint64_t snap_bad_transitions;
   /* Data-source problems in snapshots' host rows, by reason. */
   uint64_t ds_failures[TG_DS_REASON_COUNT];
   /* Perf boosts (boost.c) ended, by how: sharp, failed, held (none

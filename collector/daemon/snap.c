@@ -141,7 +141,7 @@ struct coll_snap {
   int sync_err;
   bool finishing;
   int result;
-  tg_coll_state_t state;
+  tg_coll_state_t state; /* the outcome: written only by set_outcome() */
   uint64_t t0; /* coll_loop_ns at the trigger */
   int64_t started_ms; /* coll_loop_ms at the trigger */
   char group[65];
@@ -251,6 +251,35 @@ static void set_state(snap_host_t *sh, coll_sh_state_t to, const char *why) {
   if (tg_fsm_move(&kShDef, &st, to, &sh->s->c->counts.snap_host_bad_transitions,
                   who, why))
     sh->st = to;
+}
+
+#define O(x) TG_FSM_BIT(TG_COLL_##x)
+/* A snapshot's outcome: PENDING until it is finished, then once COMPLETE,
+ * PARTIAL (as the catalog read them back) or FAILED. */
+static const uint32_t kOutcomeNext[] = {
+    [TG_COLL_PENDING] = O(COMPLETE) | O(PARTIAL) | O(FAILED),
+    [TG_COLL_COMPLETE] = 0,
+    [TG_COLL_PARTIAL] = 0,
+    [TG_COLL_FAILED] = 0,
+};
+#undef O
+static const char *const kOutcomeNames[] = {"pending", "complete", "partial",
+                                            "failed"};
+_Static_assert(TG_FSM_COUNT(kOutcomeNext) == TG_COLL_STATE_COUNT,
+               "arrows per outcome");
+_Static_assert(TG_FSM_COUNT(kOutcomeNames) == TG_COLL_STATE_COUNT,
+               "a name per outcome");
+static const tg_fsm_def_t kOutcomeDef = {"snapshot", TG_COLL_STATE_COUNT,
+                                         kOutcomeNext, kOutcomeNames};
+
+/* The only writer of s->state, once: under common/fsm.h's policy. */
+static void set_outcome(coll_snap_t *s, tg_coll_state_t to) {
+  char who[20];
+  snprintf(who, sizeof(who), "%016" PRIx64, s->id);
+  unsigned st = s->state;
+  if (tg_fsm_move(&kOutcomeDef, &st, to,
+                  &s->c->counts.snap_bad_transitions, who, NULL))
+    s->state = to;
 }
 
 static void host_fail(snap_host_t *sh, const char *fmt, ...)
@@ -856,30 +885,29 @@ static void store_result(coll_snap_t *s) {
   }
   tg_coll_result_t r = {.packets = packets, .hosts = rs, .n_hosts = s->n};
   uint64_t bytes = tg_coll_writer_bytes(s->w);
+  tg_coll_state_t outcome = TG_COLL_FAILED;
   if (!rs) {
     s->result = tg_coll_store_abort(c->store, s->w, "out of memory");
     s->result = s->result ? s->result : -ENOMEM;
-    s->state = TG_COLL_FAILED;
   } else if (s->write_err || s->sync_err) {
     char why[160];
     snprintf(why, sizeof(why), "cannot write the snapshot: %s",
              tg_strerror(s->write_err ? s->write_err : s->sync_err));
     TG_ERROR("snapshot %016" PRIx64 ": %s", s->id, why);
     s->result = tg_coll_store_abort(c->store, s->w, why);
-    s->state = TG_COLL_FAILED;
   } else {
     s->result = tg_coll_store_finish(c->store, s->w, &r);
     /* The catalog decides the state from the hosts' outcomes (catalog.h):
      * read it back rather than decide it twice. */
     tg_coll_snapshot_t row;
-    s->state = TG_COLL_FAILED;
     if (s->result == 0 && tg_coll_store_get(c->store, s->id, &row) == 0)
-      s->state = row.state;
-    if (s->state == TG_COLL_COMPLETE || s->state == TG_COLL_PARTIAL) {
+      outcome = row.state;
+    if (outcome == TG_COLL_COMPLETE || outcome == TG_COLL_PARTIAL) {
       coll_import_check_queue(c, s->id);
       coll_symbols_queue(c, s->id);
     }
   }
+  set_outcome(s, outcome);
   account(s, bytes);
   s->w = NULL;
   free(rs);
