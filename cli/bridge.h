@@ -42,6 +42,8 @@ typedef struct bridge_screen bridge_screen_t; /* bridge_screen.c's */
 
 /* --- bridge_server.c: the server ----------------------------------------- */
 
+/* RUNNING -> STOPPING -> DRAINING, through bridge_server.c's set_state()
+ * (common/fsm.h). */
 typedef enum bridge_state {
   BRIDGE_RUNNING,
   BRIDGE_STOPPING, /* connections closing; lws's context destroyed next */
@@ -82,6 +84,9 @@ typedef struct bridge_server {
   unsigned fail_screens_for_test;
   tg_list_t screens; /* bridge_screen_t.node: every accepted connection */
   unsigned n_screens;
+  /* State changes the server's, a screen's or a connection's table
+   * refused (common/fsm.h): a bug, logged. */
+  uint64_t bad_transitions;
   uint8_t rx[BRIDGE_READ_SIZE]; /* each read, until its callback returns */
 } bridge_server_t;
 

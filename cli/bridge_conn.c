@@ -22,6 +22,7 @@
 #include <sys/uio.h>
 
 #include "abi/ipc_frame.h"
+#include "common/fsm.h"
 #include "common/log.h"
 #include "common/printable.h"
 #include "cli/bridge.h"
@@ -41,6 +42,7 @@
  * sends one frame per message). */
 #define MAX_MESSAGE TG_IPC_FRAME_BUFFER_SIZE
 
+/* OPEN -> DRAINING -> CLOSING, or OPEN -> CLOSING (kNext). */
 typedef enum conn_state {
   BC_OPEN,     /* bytes flow both ways */
   BC_DRAINING, /* upstream gone: what it sent goes out, then the close */
@@ -93,20 +95,26 @@ static void set_why(bridge_conn_t *c, tg_notice_t code, const char *fmt, ...) {
   va_end(ap);
 }
 
-static const char *state_name(conn_state_t s) {
-  switch (s) {
-    case BC_OPEN: return "open";
-    case BC_DRAINING: return "draining";
-    case BC_CLOSING: return "closing";
-  }
-  return "?";
-}
+#define S(x) TG_FSM_BIT(BC_##x)
+static const uint32_t kNext[] = {
+    [BC_OPEN] = S(DRAINING) | S(CLOSING),
+    [BC_DRAINING] = S(CLOSING),
+    [BC_CLOSING] = 0,
+};
+#undef S
+static const char *const kNames[] = {"open", "draining", "closing"};
+_Static_assert(TG_FSM_COUNT(kNext) == BC_CLOSING + 1, "arrows per state");
+_Static_assert(TG_FSM_COUNT(kNames) == TG_FSM_COUNT(kNext), "a name per state");
+static const tg_fsm_def_t kDef = {"bridge connection", TG_FSM_COUNT(kNext),
+                                  kNext, kNames};
 
+/* The one transition, under common/fsm.h's policy. */
 static void set_state(bridge_conn_t *c, conn_state_t to, const char *why) {
-  if (c->state == to) return;
-  TG_DEBUG("bridge #%" PRIu64 ": %s -> %s (%s)", c->id, state_name(c->state),
-           state_name(to), why);
-  c->state = to;
+  char who[24];
+  snprintf(who, sizeof(who), "#%" PRIu64, c->id);
+  unsigned st = c->state;
+  if (tg_fsm_move(&kDef, &st, to, &c->srv->bad_transitions, who, why))
+    c->state = to;
 }
 
 static void maybe_free(bridge_conn_t *c) {

@@ -49,6 +49,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/fsm.h"
 #include "common/log.h"
 #include "cli/bridge.h"
 #include "cli/bridge_test.h"
@@ -67,6 +68,9 @@
 #define FLUSH_GRACE_MS 5000
 #define LISTEN_BACKLOG 128
 
+/* Forward only: HEAD -> HELD -> FRAMES, any of them -> HALF (the client's
+ * end), any live one -> FLUSHING (lws's end) -> CLOSED, or straight to
+ * CLOSED (kNext). */
 typedef enum screen_state {
   SC_HEAD,     /* the request head goes to lws as it comes */
   SC_HELD,     /* the head went: the client waits for lws's answer */
@@ -111,24 +115,31 @@ struct bridge_screen {
 
 static void update_reading(bridge_screen_t *sc);
 
-static const char *state_name(screen_state_t s) {
-  switch (s) {
-    case SC_HEAD: return "head";
-    case SC_HELD: return "held";
-    case SC_FRAMES: return "frames";
-    case SC_HALF: return "half-closed";
-    case SC_FLUSHING: return "flushing";
-    case SC_CLOSED: return "closed";
-  }
-  return "?";
-}
+#define S(x) TG_FSM_BIT(SC_##x)
+#define END S(FLUSHING) | S(CLOSED)
+static const uint32_t kNext[] = {
+    [SC_HEAD] = S(HELD) | S(HALF) | END,
+    [SC_HELD] = S(FRAMES) | S(HALF) | END,
+    [SC_FRAMES] = S(HALF) | END,
+    [SC_HALF] = END,
+    [SC_FLUSHING] = S(CLOSED),
+    [SC_CLOSED] = 0,
+};
+#undef END
+#undef S
+static const char *const kNames[] = {"head", "held", "frames", "half-closed",
+                                     "flushing", "closed"};
+_Static_assert(TG_FSM_COUNT(kNext) == SC_CLOSED + 1, "arrows per state");
+_Static_assert(TG_FSM_COUNT(kNames) == TG_FSM_COUNT(kNext), "a name per state");
+static const tg_fsm_def_t kDef = {"bridge screen", TG_FSM_COUNT(kNext), kNext,
+                                  kNames};
 
+/* The one transition, under common/fsm.h's policy. */
 static void set_state(bridge_screen_t *sc, screen_state_t to,
                       const char *why) {
-  if (sc->state == to) return;
-  TG_DEBUG("bridge: %s: screen %s -> %s (%s)", sc->peer,
-           state_name(sc->state), state_name(to), why);
-  sc->state = to;
+  unsigned st = sc->state;
+  if (tg_fsm_move(&kDef, &st, to, &sc->srv->bad_transitions, sc->peer, why))
+    sc->state = to;
 }
 
 /* --- closing ------------------------------------------------------------- */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/fsm.h"
 #include "common/log.h"
 #include "cli/bridge.h"
 #include "cli/cli.h"
@@ -98,6 +99,27 @@ static void count_closing(uv_handle_t *h, void *arg) {
   if (uv_is_closing(h)) ++*(unsigned *)arg;
 }
 
+#define S(x) TG_FSM_BIT(BRIDGE_##x)
+static const uint32_t kNext[] = {
+    [BRIDGE_RUNNING] = S(STOPPING),
+    [BRIDGE_STOPPING] = S(DRAINING),
+    [BRIDGE_DRAINING] = 0,
+};
+#undef S
+static const char *const kNames[] = {"running", "stopping", "draining"};
+_Static_assert(TG_FSM_COUNT(kNext) == BRIDGE_DRAINING + 1, "arrows per state");
+_Static_assert(TG_FSM_COUNT(kNames) == TG_FSM_COUNT(kNext), "a name per state");
+static const tg_fsm_def_t kDef = {"bridge server", TG_FSM_COUNT(kNext), kNext,
+                                  kNames};
+
+/* The only writer of s->state after its start, under common/fsm.h's
+ * policy. */
+static void set_state(bridge_server_t *s, bridge_state_t to, const char *why) {
+  unsigned st = s->state;
+  if (tg_fsm_move(&kDef, &st, to, &s->bad_transitions, NULL, why))
+    s->state = to;
+}
+
 static void on_stopper_closed(uv_handle_t *h) {
   bridge_server_t *s = h->data;
   if (s->on_stopped) s->on_stopped(s);
@@ -111,7 +133,7 @@ static void on_stopper_closed(uv_handle_t *h) {
 static void on_stopper(uv_idle_t *h) {
   bridge_server_t *s = h->data;
   if (s->state == BRIDGE_STOPPING) {
-    s->state = BRIDGE_DRAINING;
+    set_state(s, BRIDGE_DRAINING, "connections closed");
     if (s->ctx) lws_context_destroy(s->ctx);
     return;
   }
@@ -129,7 +151,7 @@ static void on_stopper(uv_idle_t *h) {
 
 void tg__bridge_server_stop(bridge_server_t *s) {
   if (s->state != BRIDGE_RUNNING) return;
-  s->state = BRIDGE_STOPPING;
+  set_state(s, BRIDGE_STOPPING, "stop");
   tg__bridge_screen_stop(s);
   tg__bridge_close_all(s);
   uv_idle_start(&s->stopper, on_stopper);

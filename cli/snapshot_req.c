@@ -29,6 +29,7 @@
 #endif
 
 #include "common/fd_write.h"
+#include "common/fsm.h"
 #include "common/log.h"
 #include "cli/cli.h"
 #include "cli/snapshot_json.h"
@@ -60,21 +61,29 @@ static int parse_addr(const char *s, collector_addr_t *a) {
 
 /* --- the request -------------------------------------------------------------- */
 
-static const char *state_name(req_state_t s) {
-  switch (s) {
-    case REQ_CONNECTING: return "connecting";
-    case REQ_READING: return "reading";
-    case REQ_DONE: return "done";
-    case REQ_FAILED: return "failed";
-  }
-  return "?";
-}
+#define S(x) TG_FSM_BIT(REQ_##x)
+static const uint32_t kNext[] = {
+    [REQ_CONNECTING] = S(READING) | S(FAILED),
+    [REQ_READING] = S(DONE) | S(FAILED),
+    [REQ_DONE] = 0,
+    [REQ_FAILED] = 0,
+};
+#undef S
+static const char *const kNames[] = {"connecting", "reading", "done",
+                                     "failed"};
+_Static_assert(TG_FSM_COUNT(kNext) == REQ_FAILED + 1, "arrows per state");
+_Static_assert(TG_FSM_COUNT(kNames) == TG_FSM_COUNT(kNext), "a name per state");
+static const tg_fsm_def_t kDef = {"snapshot request", TG_FSM_COUNT(kNext),
+                                  kNext, kNames};
 
-/* Every transition, once: a request that ended stays ended. */
+/* Every transition, once: a request that ended stays ended, and what
+ * comes after its end (lws's close after a complete reply, a second
+ * failure) is no news. Other moves under common/fsm.h's policy. */
 static void set_state(req_t *r, req_state_t to, const char *why) {
   if (r->state == REQ_DONE || r->state == REQ_FAILED) return;
-  TG_DEBUG("snapshot request: %s -> %s (%s)", state_name(r->state),
-           state_name(to), why);
+  unsigned st = r->state;
+  if (!tg_fsm_move(&kDef, &st, to, &r->bad_transitions, r->method, why))
+    return;
   if (to == REQ_FAILED) tg_printable(r->why, sizeof(r->why), why);
   r->state = to;
 }

@@ -27,6 +27,7 @@ typedef struct collector_addr {
   tg_net_addr_t net;
 } collector_addr_t;
 
+/* CONNECTING -> READING -> DONE; FAILED from either live state. */
 typedef enum req_state {
   REQ_CONNECTING, /* until lws says the reply's headers are in */
   REQ_READING,    /* the reply's body */
@@ -35,7 +36,8 @@ typedef enum req_state {
 } req_state_t;
 
 typedef struct req {
-  req_state_t state;
+  req_state_t state; /* written only by snapshot_req.c's set_state() */
+  uint64_t bad_transitions; /* refused by its table (a bug: logged) */
   struct lws_context *ctx;
   struct lws *wsi; /* NULL once lws closed it */
   lws_sorted_usec_list_t deadline;

@@ -6,12 +6,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/log.h"
+#include "common/fsm.h"
 #include "tracegate/error.h"
 
-#define S(x) (1u << TG_CLONE_##x)
+#define S(x) TG_FSM_BIT(TG_CLONE_##x)
 /* Each state's arrows out of it (clone_read.h's diagram). */
-static const unsigned kNext[] = {
+static const uint32_t kNext[] = {
     [TG_CLONE_CONNECTING] = S(CLONING) | S(FAILED),
     [TG_CLONE_CLONING] = S(READING) | S(FAILED),
     [TG_CLONE_READING] = S(STATS) | S(FREEING) | S(FAILED),
@@ -26,20 +26,22 @@ static const char *const kNames[] = {"connecting", "cloning", "reading",
                                      "stats",      "freeing", "done",
                                      "failed"};
 
-_Static_assert(sizeof(kNext) / sizeof(kNext[0]) == TG_CLONE_STATE_COUNT,
+_Static_assert(TG_FSM_COUNT(kNext) == TG_CLONE_STATE_COUNT,
                "an arrow set per state");
-_Static_assert(sizeof(kNames) / sizeof(kNames[0]) == TG_CLONE_STATE_COUNT,
+_Static_assert(TG_FSM_COUNT(kNames) == TG_CLONE_STATE_COUNT,
                "a name per state");
 
+static const tg_fsm_def_t kDef = {.what = "clone",
+                                  .n_states = TG_CLONE_STATE_COUNT,
+                                  .next = kNext,
+                                  .names = kNames};
+
 bool tg_clone_read_transition_ok(tg_clone_state_t from, tg_clone_state_t to) {
-  if ((unsigned)from >= TG_CLONE_STATE_COUNT ||
-      (unsigned)to >= TG_CLONE_STATE_COUNT)
-    return false;
-  return (kNext[from] & (1u << to)) != 0;
+  return tg_fsm_allowed(&kDef, from, to);
 }
 
 const char *tg_clone_state_name(tg_clone_state_t st) {
-  return (unsigned)st < TG_CLONE_STATE_COUNT ? kNames[st] : "?";
+  return tg_fsm_name(&kDef, st);
 }
 
 const tg_clone_ops_t tg_clone_read_consumer_ops = {
@@ -53,22 +55,14 @@ static uint64_t now_ms(const tg_clone_read_t *e) {
   return tg_clock_ms(e->clock);
 }
 
-/* The one transition. A refused one is a bug: not made (an engine that
- * goes on in a state it can explain beats one in a state its table has
- * no arrow to), counted and logged. Returns whether it was made. */
+/* The one transition (common/fsm.h's policy: a refused one is not made,
+ * counted and logged). Returns whether it was made. */
 static bool set_state(tg_clone_read_t *e, tg_clone_state_t to) {
   tg_clone_state_t from = e->st;
-  if (from == to) return false;
-  if (!tg_clone_read_transition_ok(from, to)) {
-    e->bad_transitions++;
-    TG_ERROR("clone %s: %s -> %s is no transition of clone_read.h's: "
-             "refused", e->name ? e->name : "?", tg_clone_state_name(from),
-             tg_clone_state_name(to));
+  unsigned st = from;
+  if (!tg_fsm_move(&kDef, &st, to, &e->bad_transitions, e->name, NULL))
     return false;
-  }
   e->st = to;
-  TG_DEBUG("clone %s: %s -> %s", e->name ? e->name : "?",
-           tg_clone_state_name(from), tg_clone_state_name(to));
   if (e->cbs->on_state) e->cbs->on_state(e, from, to);
   return true;
 }

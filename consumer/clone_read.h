@@ -17,10 +17,10 @@
  * service frees it with the connection): tg_clone_read_free_status() tells.
  *
  * Every change of state goes through one setter against the table
- * tg_clone_read_transition_ok() spells out below. A transition it refuses
- * is a bug (the engine's or its caller's, such as a second start): it is
- * not made, it is counted (tg_clone_read_bad_transitions) and logged as an
- * error, as the recording's tables do (recording.h): a library in a
+ * tg_clone_read_transition_ok() spells out below, under common/fsm.h's
+ * policy. A transition it refuses is a bug (the engine's or its caller's,
+ * such as a second start): it is not made, it is counted
+ * (tg_clone_read_bad_transitions) and logged as an error: a library in a
  * daemon does not abort it for a caller's slip, and goes on in a state
  * its table explains.
  *
@@ -125,7 +125,7 @@ typedef struct tg_clone_read_cbs {
 /* Fields are the engine's; read them through the functions below. */
 struct tg_clone_read {
   tg_clone_state_t st; /* written only by the setter (clone_read.c) */
-  unsigned bad_transitions;
+  uint64_t bad_transitions;
   tg_clone_state_t failed_in; /* the state the first failure ended */
   int status;                 /* the first failure, 0 none */
   int free_status;            /* FreeBuffers' answer */
@@ -209,7 +209,7 @@ static inline int tg_clone_read_free_status(const tg_clone_read_t *e,
   if (msg) *msg = e->free_msg;
   return e->free_status;
 }
-static inline unsigned tg_clone_read_bad_transitions(const tg_clone_read_t *e) {
+static inline uint64_t tg_clone_read_bad_transitions(const tg_clone_read_t *e) {
   return e->bad_transitions;
 }
 static inline uint64_t tg_clone_read_heard_ms(const tg_clone_read_t *e) {

@@ -14,6 +14,7 @@
 #include "consumer/consumer_internal.h"
 #include "pb/ipc/consumer_port.pb-c.h"
 #include "tracegate/error.h"
+#include "common/fsm.h"
 #include "common/log.h"
 #include "common/printable.h"
 
@@ -181,9 +182,36 @@ int tg__call_msg(tg_consumer_t *c, const char *method, tg__reply_fn on_reply,
 
 /* --- connection ------------------------------------------------------------ */
 
+#define S(x) TG_FSM_BIT(TG__CONSUMER_##x)
+/* The connection's arrows (consumer_internal.h). */
+static const uint32_t kNext[] = {
+    [TG__CONSUMER_BINDING] = S(READY) | S(REFUSED) | S(CLOSING),
+    [TG__CONSUMER_READY] = S(CLOSING),
+    [TG__CONSUMER_REFUSED] = S(CLOSING),
+    [TG__CONSUMER_CLOSING] = 0,
+};
+#undef S
+static const char *const kNames[] = {"binding", "ready", "refused", "closing"};
+_Static_assert(TG_FSM_COUNT(kNext) == TG__CONSUMER_CLOSING + 1,
+               "arrows per state");
+_Static_assert(TG_FSM_COUNT(kNames) == TG_FSM_COUNT(kNext), "a name per state");
+static const tg_fsm_def_t kDef = {"consumer connection", TG_FSM_COUNT(kNext),
+                                  kNext, kNames};
+
+/* The only writer of c->state after start(), under common/fsm.h's
+ * policy. */
+static void set_state(tg_consumer_t *c, enum tg__consumer_state to,
+                      const char *why) {
+  char who[32];
+  snprintf(who, sizeof(who), "%p", (void *)c);
+  unsigned st = c->state;
+  if (tg_fsm_move(&kDef, &st, to, &c->bad_transitions, who, why))
+    c->state = to;
+}
+
 static void on_client_close(tg_ipc_client_t *cl, int status) {
   tg_consumer_t *c = cl->data;
-  c->state = TG__CONSUMER_CLOSING;
+  set_state(c, TG__CONSUMER_CLOSING, "the connection closed");
   char msg[TG__MSG_MAX] = "";
   int st = 0;
   if (c->bind_status) {
@@ -218,7 +246,7 @@ static void on_bound(tg_ipc_client_t *cl, void *ctx, int status,
   char msg[TG__MSG_MAX] = "";
   if (status == 0) {
     c->svc = svc;
-    c->state = TG__CONSUMER_READY;
+    set_state(c, TG__CONSUMER_READY, "ConsumerPort bound");
   } else if (status == TG_EUNKNOWN_SERVICE && tg_ipc_client_notice(cl)[0]) {
     char text[256]; /* the peer's words: a relay's refusal says why */
     tg_printable(text, sizeof(text), tg_ipc_client_notice(cl));
@@ -240,7 +268,7 @@ static void on_bound(tg_ipc_client_t *cl, void *ctx, int status,
    * their answers still come (a relay says in them why it refused). */
   bool others = status && !c->local_close && !c->client.closing &&
                 !tg_list_empty(&c->client.pending);
-  if (others) c->state = TG__CONSUMER_REFUSED;
+  if (others) set_state(c, TG__CONSUMER_REFUSED, msg);
   if (c->cbs->on_ready) c->cbs->on_ready(c, status, msg);
   if (others) tg__consumer_close_if_refused(c);
   else if (status) tg_ipc_client_close(&c->client, status);
@@ -251,7 +279,7 @@ static int start(tg_consumer_t *c, tg_transport_t *t,
   c->cbs = cbs;
   c->data = data;
   c->max_packet = TG_CONSUMER_DEFAULT_MAX_PACKET;
-  c->state = TG__CONSUMER_BINDING;
+  c->state = TG__CONSUMER_BINDING; /* the first state: no move */
   tg_ipc_client_init(&c->client, t, &client_cbs, c);
   return tg_ipc_client_bind(&c->client, "ConsumerPort", on_bound, NULL);
 }
@@ -314,7 +342,7 @@ int tg_consumer_open(uv_loop_t *loop, tg_transport_t *t, bool can_pass_fds,
 void tg_consumer_close(tg_consumer_t *c) {
   if (c->local_close || c->state == TG__CONSUMER_CLOSING) return;
   c->local_close = true;
-  c->state = TG__CONSUMER_CLOSING;
+  set_state(c, TG__CONSUMER_CLOSING, "closed by its owner");
   tg_ipc_client_close(&c->client, -ECANCELED);
 }
 

@@ -13,6 +13,9 @@
 
 #define TG__MSG_MAX 512
 
+/* A connection's state: BINDING -> READY, or REFUSED (below), and any of
+ * them -> CLOSING, final. Changed only by consumer.c's set_state() against
+ * its table, under common/fsm.h's policy. */
 enum tg__consumer_state {
   TG__CONSUMER_BINDING,
   TG__CONSUMER_READY,
@@ -46,6 +49,7 @@ struct tg_consumer {
   tg_unix_transport_t own_tr; /* used by tg_consumer_connect() only */
   const tg_ipc_remote_service_t *svc;
   enum tg__consumer_state state;
+  uint64_t bad_transitions; /* refused by its table (a bug: logged) */
   bool local_close;
   bool can_pass_fds;
   size_t max_packet;

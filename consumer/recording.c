@@ -485,7 +485,7 @@ tg_rec_state_t tg_recording_state(const tg_recording_t *r) { return r->state; }
 tg_rec_binding_t tg_recording_binding(const tg_recording_t *r) {
   return r->binding;
 }
-unsigned tg_recording_bad_transitions(const tg_recording_t *r) {
+uint64_t tg_recording_bad_transitions(const tg_recording_t *r) {
   return r->bad_transitions;
 }
 /* The service said the session ended: its end is read, or was. */

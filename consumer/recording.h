@@ -258,7 +258,7 @@ const char *tg_recording_state_name(tg_rec_state_t s);
 tg_rec_binding_t tg_recording_binding(const tg_recording_t *r);
 const char *tg_recording_binding_name(tg_rec_binding_t b);
 /* Transitions the tables refused: an engine bug, logged as an error. */
-unsigned tg_recording_bad_transitions(const tg_recording_t *r);
+uint64_t tg_recording_bad_transitions(const tg_recording_t *r);
 /* Whether the service said the session ended. */
 bool tg_recording_ended(const tg_recording_t *r);
 /* Whether the recording failed because its session did not end by its

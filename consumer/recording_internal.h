@@ -131,7 +131,7 @@ struct tg_recording {
   tg_rec_state_t state;     /* written only by tg__rec_set_state() */
   tg_rec_binding_t binding; /* written only by tg__rec_set_binding() */
   tg_consumer_t *c;         /* borrowed; NULL while UNBOUND, and IDLE */
-  unsigned bad_transitions; /* refused by the tables (a bug: logged) */
+  uint64_t bad_transitions; /* refused by the tables (a bug: logged) */
 
   tg__rec_opts_t o;
   /* The session's clocks, from its config: its duration (or -t's), and a
@@ -159,17 +159,13 @@ struct tg_recording {
 /* --- recording_substate.c: the states and their setters ------------------ */
 
 bool tg__rec_is_over(const tg_recording_t *r);
-/* The one lifecycle transition: checked against tg_rec_transition_ok();
- * one it refuses is a bug of the engine's: logged as an error, counted
- * (bad_transitions) and not made. Tells on_state. */
+/* The one lifecycle transition: checked against tg_rec_transition_ok()
+ * under common/fsm.h's policy: one it refuses is a bug of the engine's:
+ * logged as an error, counted (bad_transitions) and not made. Tells
+ * on_state. */
 void tg__rec_set_state(tg_recording_t *r, tg_rec_state_t to);
 /* The one binding transition, checked likewise (tg_rec_binding_ok). */
 void tg__rec_set_binding(tg_recording_t *r, tg_rec_binding_t to);
-/* A transition a table refused: counted (bad_transitions) and logged as
- * an error; the caller leaves the state as it was. */
-void tg__rec_refuse(tg_recording_t *r, const char *what, const char *from,
-                    const char *to);
-
 /* --- recording_end.c ------------------------------------------------------ */
 
 /* One callback of a call on |c| ran: true if it is news for the

@@ -1,14 +1,17 @@
 /* Every state of a recording and its one setter: the lifecycle and the
  * binding (their tables, recording.h), the reader's small states (a read
  * in flight or held, a stats call asked, a cut read to check) and why a
- * stop is wanted (their arrows, recording_internal.h). A refused arrow is
- * the engine's bug (tg__rec_refuse). Below every other file of the
+ * stop is wanted (their arrows, recording_internal.h), each moved by
+ * common/fsm.h under its one policy: a refused arrow is the engine's bug,
+ * not made, counted in bad_transitions and logged. Below every other file of the
  * engine: it calls none of them; the owner hears of a lifecycle change
  * through its on_state callback.
  */
 #include "consumer/recording_internal.h"
 
-#include "common/log.h"
+#include <stdio.h>
+
+#include "common/fsm.h"
 
 const char *tg_recording_state_name(tg_rec_state_t s) {
   switch (s) {
@@ -45,37 +48,41 @@ bool tg__rec_is_over(const tg_recording_t *r) {
          r->state == TG_REC_FAILED;
 }
 
-#define S(x) (1u << TG_REC_##x)
-/* Each state's arrows out of it, but FAILED's (recording.h). */
-static const unsigned kNext[] = {
-    [TG_REC_IDLE] = S(ATTACHING) | S(STARTING),
-    [TG_REC_ATTACHING] = S(STARTING),
-    [TG_REC_STARTING] = S(TRACING) | S(DRAINING) | S(DETACHED) | S(FAILING),
-    [TG_REC_TRACING] = S(STOPPING) | S(DRAINING) | S(FAILING),
-    [TG_REC_STOPPING] = S(DRAINING) | S(FAILING),
-    [TG_REC_DRAINING] = S(STATS),
-    [TG_REC_STATS] = S(FREEING) | S(DONE),
-    [TG_REC_FREEING] = S(DONE),
-    [TG_REC_FAILING] = 0,
+#define S(x) TG_FSM_BIT(TG_REC_##x)
+/* Each state's arrows out of it (recording.h): every state but a final
+ * one may also fail. */
+#define F S(FAILED)
+static const uint32_t kNext[] = {
+    [TG_REC_IDLE] = S(ATTACHING) | S(STARTING) | F,
+    [TG_REC_ATTACHING] = S(STARTING) | F,
+    [TG_REC_STARTING] = S(TRACING) | S(DRAINING) | S(DETACHED) | S(FAILING) | F,
+    [TG_REC_TRACING] = S(STOPPING) | S(DRAINING) | S(FAILING) | F,
+    [TG_REC_STOPPING] = S(DRAINING) | S(FAILING) | F,
+    [TG_REC_DRAINING] = S(STATS) | F,
+    [TG_REC_STATS] = S(FREEING) | S(DONE) | F,
+    [TG_REC_FREEING] = S(DONE) | F,
+    [TG_REC_FAILING] = F,
     [TG_REC_DONE] = 0,
     [TG_REC_DETACHED] = 0,
     [TG_REC_FAILED] = 0,
 };
+#undef F
 #undef S
-
-static bool is_final(tg_rec_state_t s) {
-  return s == TG_REC_DONE || s == TG_REC_DETACHED || s == TG_REC_FAILED;
-}
+/* Exact names for the logs; tg_recording_state_name() is the user's. */
+static const char *const kNames[] = {
+    "idle",     "attaching", "starting", "tracing", "stopping", "draining",
+    "stats",    "freeing",   "failing",  "done",    "detached", "failed"};
+_Static_assert(TG_FSM_COUNT(kNext) == TG_REC_FAILED + 1, "arrows per state");
+_Static_assert(TG_FSM_COUNT(kNames) == TG_FSM_COUNT(kNext), "a name per state");
+static const tg_fsm_def_t kLife = {"recording", TG_FSM_COUNT(kNext), kNext,
+                                   kNames};
 
 bool tg_rec_transition_ok(tg_rec_state_t from, tg_rec_state_t to) {
-  if ((unsigned)from > TG_REC_FAILED || (unsigned)to > TG_REC_FAILED ||
-      is_final(from))
-    return false;
-  return ((kNext[from] | 1u << TG_REC_FAILED) & (1u << to)) != 0;
+  return tg_fsm_allowed(&kLife, from, to);
 }
 
-#define B(x) (1u << TG_REC_##x)
-static const unsigned kNextBinding[] = {
+#define B(x) TG_FSM_BIT(TG_REC_##x)
+static const uint32_t kNextBinding[] = {
     [TG_REC_BOUND] = B(UNBOUND) | B(SYNCING),
     [TG_REC_UNBOUND] = B(REATTACHING),
     [TG_REC_REATTACHING] = B(RESUMING) | B(BOUND) | B(UNBOUND),
@@ -84,153 +91,129 @@ static const unsigned kNextBinding[] = {
     [TG_REC_SYNCING] = B(BOUND) | B(UNBOUND),
 };
 #undef B
+static const char *const kBindingNames[] = {
+    "bound", "unbound", "reattaching", "resuming", "resuming_cut", "syncing"};
+_Static_assert(TG_FSM_COUNT(kNextBinding) == TG_REC_SYNCING + 1,
+               "arrows per binding");
+_Static_assert(TG_FSM_COUNT(kBindingNames) == TG_FSM_COUNT(kNextBinding),
+               "a name per binding");
+static const tg_fsm_def_t kBinding = {"recording binding",
+                                      TG_FSM_COUNT(kNextBinding), kNextBinding,
+                                      kBindingNames};
 
 bool tg_rec_binding_ok(tg_rec_binding_t from, tg_rec_binding_t to) {
-  if ((unsigned)from > TG_REC_SYNCING || (unsigned)to > TG_REC_SYNCING)
-    return false;
-  return (kNextBinding[from] & (1u << to)) != 0;
+  return tg_fsm_allowed(&kBinding, from, to);
 }
 
-/* A refused transition is the engine's bug: the state stays as it is (a
- * recording that goes on in a state it can explain beats one in a state
- * its table has no arrow to), and it shows in the error log and the
- * count. */
-void tg__rec_refuse(tg_recording_t *r, const char *what, const char *from,
-                    const char *to) {
-  r->bad_transitions++;
-  TG_ERROR("recording %p: %s %s -> %s is no transition of its table "
-           "(recording.h, recording_internal.h): refused", (void *)r, what,
-           from, to);
+/* |r| in the logs: the engine has no name of its own. */
+typedef struct who { char s[32]; } who_t;
+static who_t who(const tg_recording_t *r) {
+  who_t w;
+  snprintf(w.s, sizeof(w.s), "%p", (const void *)r);
+  return w;
+}
+
+/* Moves *|st| under common/fsm.h's policy, counted in r->bad_transitions. */
+static bool take(tg_recording_t *r, const tg_fsm_def_t *t, unsigned *st,
+                 unsigned to) {
+  return tg_fsm_move(t, st, to, &r->bad_transitions, who(r).s, NULL);
 }
 
 void tg__rec_set_state(tg_recording_t *r, tg_rec_state_t to) {
   tg_rec_state_t from = r->state;
-  if (from == to) return;
-  if (!tg_rec_transition_ok(from, to)) {
-    tg__rec_refuse(r, "lifecycle", tg_recording_state_name(from),
-                   tg_recording_state_name(to));
-    return;
-  }
+  unsigned st = from;
+  if (!take(r, &kLife, &st, to)) return;
   r->state = to;
-  TG_DEBUG("recording %p: %s -> %s", (void *)r, tg_recording_state_name(from),
-           tg_recording_state_name(to));
   if (r->cbs->on_state) r->cbs->on_state(r, from, to);
 }
 
 void tg__rec_set_binding(tg_recording_t *r, tg_rec_binding_t to) {
-  tg_rec_binding_t from = r->binding;
-  if (from == to) return;
-  if (!tg_rec_binding_ok(from, to)) {
-    tg__rec_refuse(r, "binding", tg_recording_binding_name(from),
-                   tg_recording_binding_name(to));
-    return;
-  }
-  r->binding = to;
-  TG_DEBUG("recording %p: binding %s -> %s", (void *)r,
-           tg_recording_binding_name(from), tg_recording_binding_name(to));
+  unsigned st = r->binding;
+  if (take(r, &kBinding, &st, to)) r->binding = to;
 }
 
-typedef struct sub_table {
-  const char *what;
-  const char *const *names;
-  const unsigned *next; /* per state, the bits of the states it may go to */
-  unsigned n;
-} sub_table_t;
-
-#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
-#define BIT(x) (1u << (x))
+#define BIT TG_FSM_BIT
 
 static const char *const kReadNames[] = {"idle", "busy", "held", "held_due"};
-static const unsigned kReadNext[] = {
+static const uint32_t kReadNext[] = {
     [TG__READ_IDLE] = BIT(TG__READ_BUSY) | BIT(TG__READ_HELD),
     [TG__READ_BUSY] = BIT(TG__READ_IDLE),
     [TG__READ_HELD] = BIT(TG__READ_HELD_DUE) | BIT(TG__READ_IDLE),
     [TG__READ_HELD_DUE] = BIT(TG__READ_IDLE),
 };
-static const sub_table_t kRead = {"read", kReadNames, kReadNext,
-                                  N_OF(kReadNext)};
+static const tg_fsm_def_t kRead = {"recording read", TG_FSM_COUNT(kReadNext),
+                                   kReadNext, kReadNames};
 
 static const char *const kStatsNames[] = {"idle", "after_read", "asked"};
-static const unsigned kStatsNext[] = {
+static const uint32_t kStatsNext[] = {
     [TG__STATS_IDLE] = BIT(TG__STATS_AFTER_READ) | BIT(TG__STATS_ASKED),
     [TG__STATS_AFTER_READ] = BIT(TG__STATS_ASKED) | BIT(TG__STATS_IDLE),
     [TG__STATS_ASKED] = BIT(TG__STATS_IDLE),
 };
-static const sub_table_t kStats = {"stats", kStatsNames, kStatsNext,
-                                   N_OF(kStatsNext)};
+static const tg_fsm_def_t kStats = {"recording stats",
+                                    TG_FSM_COUNT(kStatsNext), kStatsNext,
+                                    kStatsNames};
 
 static const char *const kCutNames[] = {"none", "open", "open_no_base"};
-static const unsigned kCutNext[] = {
+static const uint32_t kCutNext[] = {
     [TG__CUT_NONE] = BIT(TG__CUT_OPEN) | BIT(TG__CUT_OPEN_NO_BASE),
     [TG__CUT_OPEN] = BIT(TG__CUT_NONE),
     [TG__CUT_OPEN_NO_BASE] = BIT(TG__CUT_NONE),
 };
-static const sub_table_t kCut = {"cut", kCutNames, kCutNext, N_OF(kCutNext)};
+static const tg_fsm_def_t kCut = {"recording cut", TG_FSM_COUNT(kCutNext),
+                                  kCutNext, kCutNames};
 
 static const char *const kStopNames[] = {"none", "wanted", "deadline"};
-static const unsigned kStopNext[] = {
+static const uint32_t kStopNext[] = {
     [TG__REC_STOP_NONE] = BIT(TG__REC_STOP_WANTED) | BIT(TG__REC_STOP_DEADLINE),
     [TG__REC_STOP_WANTED] = BIT(TG__REC_STOP_DEADLINE),
     [TG__REC_STOP_DEADLINE] = 0,
 };
-static const sub_table_t kStop = {"stop", kStopNames, kStopNext,
-                                  N_OF(kStopNext)};
+static const tg_fsm_def_t kStop = {"recording stop", TG_FSM_COUNT(kStopNext),
+                                   kStopNext, kStopNames};
+#undef BIT
 
-_Static_assert(N_OF(kReadNames) == N_OF(kReadNext), "a name per read state");
-_Static_assert(N_OF(kStatsNames) == N_OF(kStatsNext), "a name per stats state");
-_Static_assert(N_OF(kCutNames) == N_OF(kCutNext), "a name per cut state");
-_Static_assert(N_OF(kStopNames) == N_OF(kStopNext), "a name per stop state");
-
-static bool arrow(const sub_table_t *t, unsigned from, unsigned to) {
-  return from < t->n && to < t->n && (t->next[from] & BIT(to)) != 0;
-}
-
-static const char *name(const sub_table_t *t, unsigned s) {
-  return s < t->n ? t->names[s] : "?";
-}
-
-/* Whether |from| -> |to| is to be made: not when it is no change, nor
- * when the table refuses it (then counted and logged). */
-static bool take(tg_recording_t *r, const sub_table_t *t, unsigned from,
-                 unsigned to) {
-  if (from == to) return false;
-  if (!arrow(t, from, to)) {
-    tg__rec_refuse(r, t->what, name(t, from), name(t, to));
-    return false;
-  }
-  TG_DEBUG("recording %p: %s %s -> %s", (void *)r, t->what, name(t, from),
-           name(t, to));
-  return true;
-}
+_Static_assert(TG_FSM_COUNT(kReadNames) == TG_FSM_COUNT(kReadNext),
+               "a name per read state");
+_Static_assert(TG_FSM_COUNT(kStatsNames) == TG_FSM_COUNT(kStatsNext),
+               "a name per stats state");
+_Static_assert(TG_FSM_COUNT(kCutNames) == TG_FSM_COUNT(kCutNext),
+               "a name per cut state");
+_Static_assert(TG_FSM_COUNT(kStopNames) == TG_FSM_COUNT(kStopNext),
+               "a name per stop state");
 
 bool tg__rec_read_ok(tg__rec_read_t from, tg__rec_read_t to) {
-  return arrow(&kRead, from, to);
+  return tg_fsm_allowed(&kRead, from, to);
 }
 
 bool tg__rec_stats_ok(tg__rec_stats_t from, tg__rec_stats_t to) {
-  return arrow(&kStats, from, to);
+  return tg_fsm_allowed(&kStats, from, to);
 }
 
 bool tg__rec_cut_ok(tg__rec_cut_t from, tg__rec_cut_t to) {
-  return arrow(&kCut, from, to);
+  return tg_fsm_allowed(&kCut, from, to);
 }
 
 bool tg__rec_stop_ok(tg__rec_stop_t from, tg__rec_stop_t to) {
-  return arrow(&kStop, from, to);
+  return tg_fsm_allowed(&kStop, from, to);
 }
 
 void tg__rec_set_read(tg_recording_t *r, tg__rec_read_t to) {
-  if (take(r, &kRead, r->rd.read, to)) r->rd.read = to;
+  unsigned st = r->rd.read;
+  if (take(r, &kRead, &st, to)) r->rd.read = to;
 }
 
 void tg__rec_set_stats(tg_recording_t *r, tg__rec_stats_t to) {
-  if (take(r, &kStats, r->rd.stats, to)) r->rd.stats = to;
+  unsigned st = r->rd.stats;
+  if (take(r, &kStats, &st, to)) r->rd.stats = to;
 }
 
 void tg__rec_set_cut(tg_recording_t *r, tg__rec_cut_t to) {
-  if (take(r, &kCut, r->rd.cut, to)) r->rd.cut = to;
+  unsigned st = r->rd.cut;
+  if (take(r, &kCut, &st, to)) r->rd.cut = to;
 }
 
 void tg__rec_set_stop(tg_recording_t *r, tg__rec_stop_t to) {
-  if (take(r, &kStop, r->stop, to)) r->stop = to;
+  unsigned st = r->stop;
+  if (take(r, &kStop, &st, to)) r->stop = to;
 }

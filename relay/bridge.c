@@ -4,7 +4,6 @@
 #include "relay/bridge.h"
 #include "relay/bridge_internal.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -43,19 +42,12 @@ void tg_relay_env_init(tg_relay_env_t *env) {
 
 void tg__bridge_set_state(tg_relay_bridge_t *b, enum bridge_state to,
                           const char *why) {
-  enum bridge_state from = b->state;
-  if (from == to) return;
-  if (!tg__bridge_transition_ok(from, to)) {
-    b->env->bad_transitions++;
-    TG_ERROR("%s@%s: %s -> %s is no transition of bridge_state.h's (%s)",
-             tg__bridge_who(b), b->addr, tg__bridge_state_name(from),
-             tg__bridge_state_name(to), why && why[0] ? why : "-");
-    assert(!"a bridge transition bridge_state.h does not have");
-  }
-  b->state = to;
-  TG_DEBUG("%s@%s: %s -> %s: %s", tg__bridge_who(b), b->addr,
-           tg__bridge_state_name(from), tg__bridge_state_name(to),
-           why && why[0] ? why : "-");
+  char who[sizeof(b->identity) + sizeof(b->addr) + 2];
+  snprintf(who, sizeof(who), "%s@%s", tg__bridge_who(b), b->addr);
+  unsigned st = b->state;
+  if (tg_fsm_move(&tg__bridge_fsm, &st, to, &b->env->bad_transitions, who,
+                  why))
+    b->state = to;
 }
 
 /* --- freeing ---------------------------------------------------------------- */

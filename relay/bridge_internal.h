@@ -94,10 +94,10 @@ struct tg_relay_bridge {
 /* bridge.c */
 
 /* The one transition: logs "who: from -> to: why" at debug level. One
- * that tg__bridge_transition_ok() refuses is a bug of the bridge's: it
- * asserts, and where asserts are compiled out it is logged as an error,
- * counted (env->bad_transitions) and made all the same (the caller's next
- * step expects it). Setting the current state again does nothing. */
+ * that tg__bridge_transition_ok() refuses is a bug of the bridge's:
+ * common/fsm.h's policy refuses it (the state stays), counts it
+ * (env->bad_transitions) and logs it as an error; the caller's effects
+ * go on. Setting the current state again does nothing. */
 void tg__bridge_set_state(tg_relay_bridge_t *b, enum bridge_state to,
                           const char *why);
 /* Frames flow between the client and a service: the real one (B_OPEN) or

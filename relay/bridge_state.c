@@ -1,22 +1,9 @@
 /* The bridge's transition table (bridge_state.h). */
 #include "relay/bridge_state.h"
 
-const char *tg__bridge_state_name(enum bridge_state s) {
-  switch (s) {
-  case B_HANDSHAKE: return "handshake";
-  case B_REFUSING: return "refusing";
-  case B_OPEN: return "open";
-  case B_NO_SERVICE: return "no_service";
-  case B_DETACHING: return "detaching";
-  case B_CLOSING: return "closing";
-  case B_FREEING: return "freeing";
-  }
-  return "?";
-}
-
-#define S(x) (1u << (x))
+#define S(x) TG_FSM_BIT(x)
 /* Each state's arrows out of it (bridge_state.h). */
-static const unsigned kNext[] = {
+static const uint32_t kNext[] = {
     [B_HANDSHAKE] = S(B_REFUSING) | S(B_OPEN) | S(B_NO_SERVICE) |
                     S(B_CLOSING) | S(B_FREEING),
     [B_REFUSING] = S(B_CLOSING),
@@ -28,8 +15,22 @@ static const unsigned kNext[] = {
 };
 #undef S
 
-bool tg__bridge_transition_ok(enum bridge_state from, enum bridge_state to) {
-  if ((unsigned)from > B_FREEING || (unsigned)to > B_FREEING) return false;
-  return (kNext[from] & (1u << to)) != 0;
+static const char *const kNames[] = {
+    [B_HANDSHAKE] = "handshake", [B_REFUSING] = "refusing",
+    [B_OPEN] = "open",           [B_NO_SERVICE] = "no_service",
+    [B_DETACHING] = "detaching", [B_CLOSING] = "closing",
+    [B_FREEING] = "freeing",
+};
+_Static_assert(TG_FSM_COUNT(kNext) == B_FREEING + 1, "arrows per state");
+_Static_assert(TG_FSM_COUNT(kNames) == B_FREEING + 1, "a name per state");
+
+const tg_fsm_def_t tg__bridge_fsm = {"bridge", TG_FSM_COUNT(kNext), kNext,
+                                     kNames};
+
+const char *tg__bridge_state_name(enum bridge_state s) {
+  return tg_fsm_name(&tg__bridge_fsm, s);
 }
 
+bool tg__bridge_transition_ok(enum bridge_state from, enum bridge_state to) {
+  return tg_fsm_allowed(&tg__bridge_fsm, from, to);
+}

@@ -7,13 +7,17 @@
 
 #include <stdbool.h>
 
+#include "common/fsm.h"
+
 /* A connection's one state, and its arrows (tg__bridge_transition_ok):
  *   HANDSHAKE  -> REFUSING, OPEN, NO_SERVICE, CLOSING, FREEING
  *   OPEN       -> REFUSING (the service went), DETACHING, CLOSING
  *   REFUSING, NO_SERVICE, DETACHING -> CLOSING
  *   CLOSING    -> FREEING (final)
  * HANDSHAKE -> FREEING: nothing was opened (the accept or the pipe
- * failed). Every write goes through tg__bridge_set_state(). */
+ * failed). Every write goes through tg__bridge_set_state(), under
+ * common/fsm.h's policy: a move the table lacks is refused, counted and
+ * logged. */
 enum bridge_state {
   B_HANDSHAKE,  /* not admitted yet: the TLS handshake runs (or --stdio is
                  * being opened); no upstream yet */
@@ -31,6 +35,8 @@ enum bridge_state {
   B_FREEING,    /* both closed; the timer closes last, then the memory */
 };
 
+/* The table above, for tg_fsm_move(). */
+extern const tg_fsm_def_t tg__bridge_fsm;
 /* Whether the table above has an arrow |from| -> |to| (a state to
  * itself is none). */
 bool tg__bridge_transition_ok(enum bridge_state from, enum bridge_state to);

@@ -103,6 +103,8 @@ struct tg_service {
   uint64_t data_sources_seen;
   uint64_t chunks_discarded; /* commits for unknown/forbidden buffers */
   uint64_t patches_discarded;
+  /* State changes a table refused (common/fsm.h): a bug, logged. */
+  uint64_t bad_transitions;
   bool stopping;
   bool sndbuf_cap_logged; /* consumer_port.c: logged once per run */
 };

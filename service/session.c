@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fsm.h"
 #include "common/log.h"
 #include "common/notice.h"
 #include "service/producer_port.h"
@@ -47,41 +48,52 @@ uint16_t tg__session_next_buffer_id(tg_service_t *svc, tg_session_t *s) {
 
 /* --- state ----------------------------------------------------------------- */
 
+#define S(x) TG_FSM_BIT(TG_SESSION_##x)
+/* The Lifecycle's arrows (session.h). */
+static const uint32_t kNext[] = {
+    [TG_SESSION_CONFIGURED] = S(STARTED) | S(DISABLING),
+    [TG_SESSION_STARTED] = S(DISABLING),
+    [TG_SESSION_DISABLING] = S(DISABLED),
+    [TG_SESSION_DISABLED] = 0, /* only freed from here */
+};
+/* A clone's: one more, as it never runs and is readable from birth. */
+static const uint32_t kNextCloned[] = {
+    [TG_SESSION_CONFIGURED] = S(STARTED) | S(DISABLING) | S(DISABLED),
+    [TG_SESSION_STARTED] = S(DISABLING),
+    [TG_SESSION_DISABLING] = S(DISABLED),
+    [TG_SESSION_DISABLED] = 0,
+};
+#undef S
+/* Perfetto's spellings (TracingServiceState.TracingSession.state). */
+static const char *const kNames[] = {"CONFIGURED", "STARTED",
+                                     "DISABLING_WAITING_STOP_ACKS", "DISABLED"};
+_Static_assert(TG_FSM_COUNT(kNext) == TG_SESSION_DISABLED + 1,
+               "arrows per state");
+_Static_assert(TG_FSM_COUNT(kNextCloned) == TG_FSM_COUNT(kNext),
+               "arrows per state of a clone");
+_Static_assert(TG_FSM_COUNT(kNames) == TG_FSM_COUNT(kNext), "a name per state");
+static const tg_fsm_def_t kDef = {"session", TG_FSM_COUNT(kNext), kNext,
+                                  kNames};
+static const tg_fsm_def_t kDefCloned = {"session", TG_FSM_COUNT(kNext),
+                                        kNextCloned, kNames};
+
 const char *tg__session_state_name(enum tg_session_state st) {
-  switch (st) {
-    case TG_SESSION_CONFIGURED: return "CONFIGURED";
-    case TG_SESSION_STARTED: return "STARTED";
-    case TG_SESSION_DISABLING: return "DISABLING_WAITING_STOP_ACKS";
-    case TG_SESSION_DISABLED: return "DISABLED";
-  }
-  return "?";
+  return tg_fsm_name(&kDef, st);
 }
 
 bool tg__session_transition_ok(enum tg_session_state from,
                                enum tg_session_state to, bool cloned) {
-  switch (from) {
-    case TG_SESSION_CONFIGURED:
-      /* A snapshot never runs: it is readable from birth. */
-      return to == TG_SESSION_STARTED || to == TG_SESSION_DISABLING ||
-             (to == TG_SESSION_DISABLED && cloned);
-    case TG_SESSION_STARTED: return to == TG_SESSION_DISABLING;
-    case TG_SESSION_DISABLING: return to == TG_SESSION_DISABLED;
-    case TG_SESSION_DISABLED: return false; /* only freed from here */
-  }
-  return false;
+  return tg_fsm_allowed(cloned ? &kDefCloned : &kDef, from, to);
 }
 
 int tg__session_set_state(tg_session_t *s, enum tg_session_state to,
                           const char *why) {
-  if (!tg__session_transition_ok(s->state, to, s->cloned)) {
-    TG_ERROR("session %llu: refused to go from %s to %s (%s): a bug in the "
-             "service",
-             (unsigned long long)s->id, tg__session_state_name(s->state),
-             tg__session_state_name(to), why);
+  char who[24];
+  snprintf(who, sizeof(who), "%llu", (unsigned long long)s->id);
+  unsigned st = s->state;
+  if (!tg_fsm_move(s->cloned ? &kDefCloned : &kDef, &st, to,
+                   &s->svc->bad_transitions, who, why))
     return -EINVAL;
-  }
-  TG_DEBUG("session %llu: %s -> %s (%s)", (unsigned long long)s->id,
-           tg__session_state_name(s->state), tg__session_state_name(to), why);
   s->state = to;
   return 0;
 }
@@ -155,6 +167,42 @@ static void check_all_started(tg_session_t *s) {
   if (s->observer.all_started) s->observer.all_started(s, s->observer.ctx);
 }
 
+#define D(x) TG_FSM_BIT(TG_DS_##x)
+/* A data source instance's arrows (session.h): forward only; it may stop
+ * from any state, and a STOPPED one is destroyed at once. */
+static const uint32_t kDsNext[] = {
+    [TG_DS_SETUP] = D(STARTING) | D(STARTED) | D(STOPPING) | D(STOPPED),
+    [TG_DS_STARTING] = D(STARTED) | D(STOPPING) | D(STOPPED),
+    [TG_DS_STARTED] = D(STOPPING) | D(STOPPED),
+    [TG_DS_STOPPING] = D(STOPPED),
+    [TG_DS_STOPPED] = 0,
+};
+#undef D
+static const char *const kDsNames[] = {"setup", "starting", "started",
+                                       "stopping", "stopped"};
+_Static_assert(TG_FSM_COUNT(kDsNext) == TG_DS_STOPPED + 1, "arrows per state");
+_Static_assert(TG_FSM_COUNT(kDsNames) == TG_FSM_COUNT(kDsNext),
+               "a name per state");
+static const tg_fsm_def_t kDsDef = {"data source", TG_FSM_COUNT(kDsNext),
+                                    kDsNext, kDsNames};
+
+bool tg__ds_transition_ok(enum tg_ds_state from, enum tg_ds_state to) {
+  return tg_fsm_allowed(&kDsDef, from, to);
+}
+
+/* The only writer of inst->state after its creation (SETUP). */
+static bool ds_set_state(tg_ds_instance_t *inst, enum tg_ds_state to) {
+  char who[300];
+  snprintf(who, sizeof(who), "%s of session %llu", inst->name ? inst->name : "?",
+           (unsigned long long)inst->session->id);
+  unsigned st = inst->state;
+  if (!tg_fsm_move(&kDsDef, &st, to, &inst->session->svc->bad_transitions, who,
+                   NULL))
+    return false;
+  inst->state = to;
+  return true;
+}
+
 static void instance_state_changed(tg_ds_instance_t *inst) {
   tg_session_t *s = inst->session;
   if (s->observer.instance_state) s->observer.instance_state(s, inst, s->observer.ctx);
@@ -164,15 +212,15 @@ static void instance_state_changed(tg_ds_instance_t *inst) {
 /* Producers that asked to confirm the start stay STARTING until they do. */
 static void start_instance(tg_ds_instance_t *inst,
                            const Perfetto__Protos__DataSourceConfig *cfg) {
-  inst->state = inst->will_notify_on_start ? TG_DS_STARTING : TG_DS_STARTED;
+  ds_set_state(inst, inst->will_notify_on_start ? TG_DS_STARTING
+                                                : TG_DS_STARTED);
   inst->session->svc->producer_ops->start_instance(inst, cfg);
   if (inst->state == TG_DS_STARTED) instance_state_changed(inst);
 }
 
 void tg__session_instance_started(tg_ds_instance_t *inst) {
   if (inst->state != TG_DS_STARTING) return;
-  inst->state = TG_DS_STARTED;
-  instance_state_changed(inst);
+  if (ds_set_state(inst, TG_DS_STARTED)) instance_state_changed(inst);
 }
 
 /* An instance of a started session that has not started: set up, or
@@ -597,7 +645,8 @@ static void on_stop_timeout(uv_timer_t *t) {
 
 static void instance_stopped(tg_ds_instance_t *inst) {
   tg_session_t *s = inst->session;
-  inst->state = TG_DS_STOPPED; /* observers are told it stopped, not its last state */
+  ds_set_state(inst, TG_DS_STOPPED); /* observers are told it stopped, not
+                                      * its last state */
   instance_state_changed(inst);
   instance_destroy(inst);
   if (s->state == TG_SESSION_DISABLING && tg_list_empty(&s->instances))
@@ -633,7 +682,7 @@ void tg__session_disable(tg_session_t *s) {
   tg_list_foreach_safe(it, tmp, &s->instances) {
     tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, session_node);
     if (!inst->producer) continue;
-    inst->state = TG_DS_STOPPING;
+    ds_set_state(inst, TG_DS_STOPPING);
     s->svc->producer_ops->stop_instance(inst);
     if (!inst->will_notify_on_stop) {
       s->svc->producer_ops->scrape(inst->producer, s);

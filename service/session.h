@@ -14,7 +14,8 @@
  * session_triggers.c, which answer through callbacks.
  *
  * Lifecycle (every change through tg__session_set_state, which refuses
- * any other): CONFIGURED (deferred_start or waiting for a START trigger)
+ * any other under common/fsm.h's policy: not made, counted in the
+ * service's bad_transitions, logged): CONFIGURED (deferred_start or waiting for a START trigger)
  * -> STARTED -> DISABLING (stop sent, waiting for acks or the timeout;
  * also straight from CONFIGURED, stopped before it started)
  * -> DISABLED (stats written, observer told) -> freed by FreeBuffers or
@@ -59,6 +60,11 @@ typedef enum tg_session_trigger_state {
   TG_TRIG_TIMED_OUT,
 } tg_session_trigger_state_t;
 
+/* A data source instance's state: SETUP -> STARTING (its producer will
+ * say when it started) -> STARTED -> STOPPING (its producer will say when
+ * it stopped) -> STOPPED, each step skippable, and any state -> STOPPED.
+ * Changed only by session.c's ds_set_state() against its table
+ * (tg__ds_transition_ok), under common/fsm.h's policy. */
 enum tg_ds_state {
   TG_DS_SETUP,
   TG_DS_STARTING,
@@ -224,9 +230,13 @@ bool tg__session_transition_ok(enum tg_session_state from,
                                enum tg_session_state to, bool cloned);
 /* The only writer of tg_session.state: moves |s| to |to| and logs |why|
  * (borrowed for the call). A transition the Lifecycle does not allow is
- * a bug of the service: -EINVAL, logged, |s| unchanged. */
+ * a bug of the service: -EINVAL, logged, counted (svc->bad_transitions),
+ * |s| unchanged; |to| the state |s| is in is -EINVAL, not counted. */
 int tg__session_set_state(tg_session_t *s, enum tg_session_state to,
                           const char *why);
+/* Whether a data source instance may go |from| -> |to| (enum tg_ds_state's
+ * diagram). Pure. */
+bool tg__ds_transition_ok(enum tg_ds_state from, enum tg_ds_state to);
 
 /* --- consumer side ---------------------------------------------------------- */
 

@@ -89,7 +89,7 @@ typedef enum coll_standby_state {
 struct snap_host;
 typedef struct coll_standby {
   coll_standby_state_t st; /* written only by standby.c's set_state() */
-  unsigned bad_transitions; /* refused by its table (a bug: logged) */
+  uint64_t bad_transitions; /* refused by its table (a bug: logged) */
   tg_consumer_t *c;
   void *conn;             /* the dialer's */
   uv_timer_t retry;
@@ -188,6 +188,8 @@ typedef struct coll_counts {
   uint64_t snapshots_reclocked, snapshots_reclock_failed;
   /* Host state changes snap_host.h's table refused (a bug: logged). */
   uint64_t snap_host_bad_transitions;
+  /* A snapshot's outcome its table refused (snap.c): a bug, logged. */
+  uint64_t snap_bad_transitions;
   /* Data-source problems in snapshots' host rows, by reason. */
   uint64_t ds_failures[TG_DS_REASON_COUNT];
   /* Perf boosts (boost.c) ended, by how: sharp, failed, held (none

@@ -30,7 +30,6 @@
  * mapped sequences the merge's bound; passing any of them fails the host
  * with the reason, and the snapshot goes on with the others.
  */
-#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -51,6 +50,7 @@
 #include "collector/daemon/import_check.h"
 #include "common/json.h"
 #include "collector/daemon/symbols.h"
+#include "common/fsm.h"
 #include "common/log.h"
 #include "common/notice.h"
 #include "consumer/fleet/ds_problem.h"
@@ -141,7 +141,7 @@ struct coll_snap {
   int sync_err;
   bool finishing;
   int result;
-  tg_coll_state_t state;
+  tg_coll_state_t state; /* the outcome: written only by set_outcome() */
   uint64_t t0; /* coll_loop_ns at the trigger */
   int64_t started_ms; /* coll_loop_ms at the trigger */
   char group[65];
@@ -214,9 +214,9 @@ static int sink(void *ctx, const uint8_t *p, size_t n, const uint8_t *tail,
 
 /* --- a host's clone ------------------------------------------------------- */
 
-#define S(x) (1u << COLL_SH_##x)
+#define S(x) TG_FSM_BIT(COLL_SH_##x)
 /* Each host state's arrows out of it (snap_host.h's diagram). */
-static const unsigned kShNext[] = {
+static const uint32_t kShNext[] = {
     [COLL_SH_NEW] = S(SKIPPED) | S(ACTIVE) | S(RELEASED),
     [COLL_SH_SKIPPED] = 0,
     [COLL_SH_ACTIVE] = S(CLOSING) | S(RELEASED),
@@ -224,37 +224,62 @@ static const unsigned kShNext[] = {
     [COLL_SH_RELEASED] = 0,
 };
 #undef S
+static const char *const kShNames[] = {"new", "skipped", "active", "closing",
+                                       "released"};
+_Static_assert(TG_FSM_COUNT(kShNext) == COLL_SH_STATE_COUNT,
+               "arrows per host state");
+_Static_assert(TG_FSM_COUNT(kShNames) == COLL_SH_STATE_COUNT,
+               "a name per host state");
+static const tg_fsm_def_t kShDef = {"snapshot host", COLL_SH_STATE_COUNT,
+                                    kShNext, kShNames};
 
 bool coll_sh_transition_ok(coll_sh_state_t from, coll_sh_state_t to) {
-  if ((unsigned)from >= COLL_SH_STATE_COUNT ||
-      (unsigned)to >= COLL_SH_STATE_COUNT)
-    return false;
-  return (kShNext[from] & (1u << to)) != 0;
+  return tg_fsm_allowed(&kShDef, from, to);
 }
 
 const char *coll_sh_state_name(coll_sh_state_t st) {
-  static const char *const names[] = {"new", "skipped", "active", "closing",
-                                      "released"};
-  _Static_assert(sizeof(names) / sizeof(names[0]) == COLL_SH_STATE_COUNT,
-                 "a name per host state");
-  return (unsigned)st < COLL_SH_STATE_COUNT ? names[st] : "?";
+  return tg_fsm_name(&kShDef, st);
 }
 
-/* The one transition of a host's state (snap_host.h). */
+/* The one transition of a host's state (snap_host.h), under
+ * common/fsm.h's policy. */
 static void set_state(snap_host_t *sh, coll_sh_state_t to, const char *why) {
-  coll_sh_state_t from = sh->st;
-  if (from == to) return;
-  if (!coll_sh_transition_ok(from, to)) {
-    sh->s->c->counts.snap_host_bad_transitions++;
-    TG_ERROR("snapshot %016" PRIx64 ": host %s: %s -> %s is no transition "
-             "of snap_host.h's (%s)", sh->s->id, sh->h->t.spec,
-             coll_sh_state_name(from), coll_sh_state_name(to), why);
-    assert(!"a snapshot host transition snap_host.h does not have");
-  }
-  sh->st = to;
-  TG_DEBUG("snapshot %016" PRIx64 ": host %s: %s -> %s: %s", sh->s->id,
-           sh->h->t.spec, coll_sh_state_name(from), coll_sh_state_name(to),
-           why);
+  char who[sizeof(sh->h->t.spec) + 32];
+  snprintf(who, sizeof(who), "%s of snapshot %016" PRIx64, sh->h->t.spec,
+           sh->s->id);
+  unsigned st = sh->st;
+  if (tg_fsm_move(&kShDef, &st, to, &sh->s->c->counts.snap_host_bad_transitions,
+                  who, why))
+    sh->st = to;
+}
+
+#define O(x) TG_FSM_BIT(TG_COLL_##x)
+/* A snapshot's outcome: PENDING until it is finished, then once COMPLETE,
+ * PARTIAL (as the catalog read them back) or FAILED. */
+static const uint32_t kOutcomeNext[] = {
+    [TG_COLL_PENDING] = O(COMPLETE) | O(PARTIAL) | O(FAILED),
+    [TG_COLL_COMPLETE] = 0,
+    [TG_COLL_PARTIAL] = 0,
+    [TG_COLL_FAILED] = 0,
+};
+#undef O
+static const char *const kOutcomeNames[] = {"pending", "complete", "partial",
+                                            "failed"};
+_Static_assert(TG_FSM_COUNT(kOutcomeNext) == TG_COLL_STATE_COUNT,
+               "arrows per outcome");
+_Static_assert(TG_FSM_COUNT(kOutcomeNames) == TG_COLL_STATE_COUNT,
+               "a name per outcome");
+static const tg_fsm_def_t kOutcomeDef = {"snapshot", TG_COLL_STATE_COUNT,
+                                         kOutcomeNext, kOutcomeNames};
+
+/* The only writer of s->state, once: under common/fsm.h's policy. */
+static void set_outcome(coll_snap_t *s, tg_coll_state_t to) {
+  char who[20];
+  snprintf(who, sizeof(who), "%016" PRIx64, s->id);
+  unsigned st = s->state;
+  if (tg_fsm_move(&kOutcomeDef, &st, to,
+                  &s->c->counts.snap_bad_transitions, who, NULL))
+    s->state = to;
 }
 
 static void host_fail(snap_host_t *sh, const char *fmt, ...)
@@ -861,30 +886,29 @@ static void store_result(coll_snap_t *s) {
   }
   tg_coll_result_t r = {.packets = packets, .hosts = rs, .n_hosts = s->n};
   uint64_t bytes = tg_coll_writer_bytes(s->w);
+  tg_coll_state_t outcome = TG_COLL_FAILED;
   if (!rs) {
     s->result = tg_coll_store_abort(c->store, s->w, "out of memory");
     s->result = s->result ? s->result : -ENOMEM;
-    s->state = TG_COLL_FAILED;
   } else if (s->write_err || s->sync_err) {
     char why[160];
     snprintf(why, sizeof(why), "cannot write the snapshot: %s",
              tg_strerror(s->write_err ? s->write_err : s->sync_err));
     TG_ERROR("snapshot %016" PRIx64 ": %s", s->id, why);
     s->result = tg_coll_store_abort(c->store, s->w, why);
-    s->state = TG_COLL_FAILED;
   } else {
     s->result = tg_coll_store_finish(c->store, s->w, &r);
     /* The catalog decides the state from the hosts' outcomes (catalog.h):
      * read it back rather than decide it twice. */
     tg_coll_snapshot_t row;
-    s->state = TG_COLL_FAILED;
     if (s->result == 0 && tg_coll_store_get(c->store, s->id, &row) == 0)
-      s->state = row.state;
-    if (s->state == TG_COLL_COMPLETE || s->state == TG_COLL_PARTIAL) {
+      outcome = row.state;
+    if (outcome == TG_COLL_COMPLETE || outcome == TG_COLL_PARTIAL) {
       coll_import_check_queue(c, s->id);
       coll_symbols_queue(c, s->id);
     }
   }
+  set_outcome(s, outcome);
   account(s, bytes);
   s->w = NULL;
   free(rs);

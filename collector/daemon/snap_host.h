@@ -14,10 +14,10 @@
  * SKIPPED and RELEASED are final: the host counts as finished only there,
  * so that the snapshot never outlives a callback that could still reach
  * it. Every change goes through snap.c's one setter, against
- * coll_sh_transition_ok(); one the table has no arrow for is a bug of
- * snap.c's: it asserts, and where asserts are compiled out it is logged,
- * counted (coll_counts_t.snap_host_bad_transitions) and made all the same
- * (the caller's next step expects it), as the standby connection's.
+ * coll_sh_transition_ok(), under common/fsm.h's policy: one the table has
+ * no arrow for is a bug of snap.c's, refused (the state stays), counted
+ * (coll_counts_t.snap_host_bad_transitions) and logged, as the standby
+ * connection's.
  */
 #ifndef TRACEGATE_COLLECTOR_DAEMON_SNAP_HOST_H
 #define TRACEGATE_COLLECTOR_DAEMON_SNAP_HOST_H

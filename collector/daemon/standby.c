@@ -11,23 +11,23 @@
  *   DIALING, READY, BUSY --closed (peer) / close--> CLOSING --released--> NONE
  *
  * Every change goes through set_state(), against that diagram's arrows
- * (coll_standby_transition_ok).
+ * (coll_standby_transition_ok), under common/fsm.h's one policy.
  */
-#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 
 #include "collector/daemon/coll.h"
 #include "collector/daemon/standby.h"
+#include "common/fsm.h"
 #include "common/log.h"
 
 #define RETRY_MS 5000
 
 static coll_host_t *of(tg_consumer_t *c) { return tg_consumer_data(c); }
 
-#define S(x) (1u << COLL_SB_##x)
+#define S(x) TG_FSM_BIT(COLL_SB_##x)
 /* Each state's arrows out of it (the diagram above). */
-static const unsigned kNext[] = {
+static const uint32_t kNext[] = {
     [COLL_SB_NONE] = S(DIALING),
     [COLL_SB_DIALING] = S(READY) | S(CLOSING),
     [COLL_SB_READY] = S(BUSY) | S(CLOSING),
@@ -35,38 +35,26 @@ static const unsigned kNext[] = {
     [COLL_SB_CLOSING] = S(NONE),
 };
 #undef S
+static const char *const kNames[] = {"none", "dialing", "ready", "busy",
+                                     "closing"};
+_Static_assert(TG_FSM_COUNT(kNext) == COLL_SB_CLOSING + 1, "arrows per state");
+_Static_assert(TG_FSM_COUNT(kNames) == TG_FSM_COUNT(kNext), "a name per state");
+static const tg_fsm_def_t kDef = {"standby connection of host",
+                                  TG_FSM_COUNT(kNext), kNext, kNames};
 
 bool coll_standby_transition_ok(coll_standby_state_t from,
                                 coll_standby_state_t to) {
-  if ((unsigned)from > COLL_SB_CLOSING || (unsigned)to > COLL_SB_CLOSING)
-    return false;
-  return (kNext[from] & (1u << to)) != 0;
+  return tg_fsm_allowed(&kDef, from, to);
 }
 
-static const char *state_name(coll_standby_state_t s) {
-  static const char *const names[] = {"none", "dialing", "ready", "busy",
-                                      "closing"};
-  return (unsigned)s <= COLL_SB_CLOSING ? names[s] : "?";
-}
-
-/* The one transition. One the diagram has no arrow for is a bug of this
- * file's: it asserts, and where asserts are compiled out it is logged,
- * counted (sb.bad_transitions) and made all the same (the caller's next
- * step expects it). */
+/* The one transition, under common/fsm.h's policy: one the diagram has no
+ * arrow for is a bug of this file's, refused, counted (sb.bad_transitions)
+ * and logged. */
 static void set_state(coll_host_t *h, coll_standby_state_t to,
                       const char *why) {
-  coll_standby_state_t from = h->sb.st;
-  if (from == to) return;
-  if (!coll_standby_transition_ok(from, to)) {
-    h->sb.bad_transitions++;
-    TG_ERROR("host %s: standby connection: %s -> %s is no transition of "
-             "standby.c's (%s)", h->t.spec, state_name(from), state_name(to),
-             why);
-    assert(!"a standby transition standby.c does not have");
-  }
-  h->sb.st = to;
-  TG_DEBUG("host %s: standby connection: %s -> %s: %s", h->t.spec,
-           state_name(from), state_name(to), why);
+  unsigned st = h->sb.st;
+  if (tg_fsm_move(&kDef, &st, to, &h->sb.bad_transitions, h->t.spec, why))
+    h->sb.st = to;
 }
 
 static void on_retry(uv_timer_t *t) { coll_standby_want(t->data); }

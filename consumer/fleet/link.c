@@ -2,12 +2,11 @@
  * events and the times it is given. */
 #include "consumer/fleet/link.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "common/log.h"
+#include "common/fsm.h"
 
 static uint64_t hb_period(uint64_t dead_link_ms, uint64_t max_ms) {
   uint64_t p = dead_link_ms / 4;
@@ -33,43 +32,44 @@ static bool has_attempt(tg_link_state_t s) {
          s == TG_LINK_RECONNECTING || s == TG_LINK_RESUMING;
 }
 
-#define S(x) (1u << TG_LINK_##x)
-/* Each state's arrows out of it, but the ending ones (link.h). */
-static const unsigned kNext[] = {
-    [TG_LINK_CONNECTING] = S(PREPARING) | S(DROPPING),
-    [TG_LINK_PREPARING] = S(UP) | S(DROPPING),
-    [TG_LINK_UP] = S(DROPPING),
-    [TG_LINK_DROPPING] = S(BACKOFF),
-    [TG_LINK_BACKOFF] = S(RECONNECTING),
-    [TG_LINK_RECONNECTING] = S(RESUMING) | S(DROPPING),
-    [TG_LINK_RESUMING] = S(UP) | S(DROPPING),
-    [TG_LINK_CLOSING] = S(DONE) | S(FAILED),
+#define S(x) TG_FSM_BIT(TG_LINK_##x)
+/* Each state's arrows out of it (link.h): a live state may also close or
+ * fail, a closing one fail. */
+#define END S(CLOSING) | S(FAILING)
+static const uint32_t kNext[] = {
+    [TG_LINK_CONNECTING] = S(PREPARING) | S(DROPPING) | END,
+    [TG_LINK_PREPARING] = S(UP) | S(DROPPING) | END,
+    [TG_LINK_UP] = S(DROPPING) | END,
+    [TG_LINK_DROPPING] = S(BACKOFF) | END,
+    [TG_LINK_BACKOFF] = S(RECONNECTING) | END,
+    [TG_LINK_RECONNECTING] = S(RESUMING) | S(DROPPING) | END,
+    [TG_LINK_RESUMING] = S(UP) | S(DROPPING) | END,
+    [TG_LINK_CLOSING] = S(DONE) | S(FAILED) | S(FAILING),
     [TG_LINK_FAILING] = S(FAILED),
     [TG_LINK_DONE] = 0,
     [TG_LINK_FAILED] = 0,
 };
+#undef END
+#undef S
+static const char *const kNames[] = {
+    "connecting", "preparing", "up",      "dropping", "backoff", "reconnecting",
+    "resuming",   "closing",   "failing", "done",     "failed"};
+_Static_assert(TG_FSM_COUNT(kNext) == TG_LINK_FAILED + 1, "arrows per state");
+_Static_assert(TG_FSM_COUNT(kNames) == TG_FSM_COUNT(kNext), "a name per state");
+static const tg_fsm_def_t kDef = {"link", TG_FSM_COUNT(kNext), kNext, kNames};
 
 bool tg_link_transition_ok(tg_link_state_t from, tg_link_state_t to) {
-  if ((unsigned)from > TG_LINK_FAILED || (unsigned)to > TG_LINK_FAILED)
-    return false;
-  unsigned next = kNext[from];
-  bool final = from == TG_LINK_DONE || from == TG_LINK_FAILED;
-  if (!final && from != TG_LINK_FAILING) next |= S(FAILING);
-  if (!final && from != TG_LINK_FAILING && from != TG_LINK_CLOSING)
-    next |= S(CLOSING);
-  return (next & (1u << to)) != 0;
+  return tg_fsm_allowed(&kDef, from, to);
 }
-#undef S
+
+const char *tg_link_state_name(tg_link_state_t s) {
+  return tg_fsm_name(&kDef, s);
+}
 
 void tg_link_set_state(tg_link_t *l, tg_link_state_t to, const char *why) {
   tg_link_state_t from = l->state;
-  if (from == to) return;
-  if (!tg_link_transition_ok(from, to)) {
-    TG_ERROR("link %s: %s -> %s is no transition of link.h's (%s)",
-             l->name ? l->name : "?", tg_link_state_name(from),
-             tg_link_state_name(to), why && why[0] ? why : "-");
-    assert(!"a link transition link.h does not have");
-  }
+  unsigned st = from;
+  if (!tg_fsm_move(&kDef, &st, to, &l->bad_transitions, l->name, why)) return;
   l->state = to;
   /* A deadline lives only in the states that run it (link.h's table). */
   if (!has_attempt(to)) l->guard_ms = 0;
@@ -78,9 +78,6 @@ void tg_link_set_state(tg_link_t *l, tg_link_state_t to, const char *why) {
     l->hb_pending = false;
   }
   if (to != TG_LINK_BACKOFF) l->retry_ms = 0;
-  TG_DEBUG("link %s: %s -> %s: %s", l->name ? l->name : "?",
-           tg_link_state_name(from), tg_link_state_name(to),
-           why && why[0] ? why : "-");
   if (l->on_state) l->on_state(l, from, why ? why : "");
 }
 
@@ -205,23 +202,6 @@ tg_link_due_t tg_link_due(tg_link_t *l, uint64_t now_ms, uint64_t waiting_ms) {
   l->next_hb_ms = now_ms + l->hb_period_ms;
   return l->heartbeat && !l->hb_pending ? TG_LINK_DUE_HEARTBEAT
                                         : TG_LINK_DUE_NONE;
-}
-
-const char *tg_link_state_name(tg_link_state_t s) {
-  switch (s) {
-    case TG_LINK_CONNECTING: return "connecting";
-    case TG_LINK_PREPARING: return "preparing";
-    case TG_LINK_UP: return "up";
-    case TG_LINK_DROPPING: return "dropping";
-    case TG_LINK_BACKOFF: return "backoff";
-    case TG_LINK_RECONNECTING: return "reconnecting";
-    case TG_LINK_RESUMING: return "resuming";
-    case TG_LINK_CLOSING: return "closing";
-    case TG_LINK_FAILING: return "failing";
-    case TG_LINK_DONE: return "done";
-    case TG_LINK_FAILED: return "failed";
-  }
-  return "?";
 }
 
 bool tg_link_reconnecting(const tg_link_t *l) {

@@ -139,6 +139,7 @@ struct tg_link {
   uint64_t down_ms;     /* the outages' total length, the last one
                          * counted when it ends (resumed or given up) */
   const char *name;     /* borrowed, for the debug log */
+  uint64_t bad_transitions; /* refused by the table (a bug: logged) */
   tg_link_state_cb on_state;
   void *data; /* owner's */
 };
@@ -165,8 +166,8 @@ bool tg_link_transition_ok(tg_link_state_t from, tg_link_state_t to);
  * tells on_state. Clears the deadlines the new state does not run. The
  * event calls below use it; owners call it for CLOSING, FAILING, DONE and
  * FAILED. A transition tg_link_transition_ok() refuses is a bug of the
- * owner's: it asserts, and where asserts are compiled out it is logged
- * as an error and made all the same (the owner's next step expects it). */
+ * owner's: under common/fsm.h's policy it is not made (nor told), counted
+ * (bad_transitions) and logged as an error. */
 void tg_link_set_state(tg_link_t *l, tg_link_state_t to, const char *why);
 
 /* --- events, reported by the owner ---------------------------------------- */

@@ -116,6 +116,7 @@ static void a_snapshot_clones_the_hosts_of_its_group_only(void **state) {
   coll_unit_wait_host(&u, u.h[0].spec, COLL_HOST_TRACING, true);
   assert_int_equal(u.c.counts.snapshots[TG_COLL_COMPLETE], 1);
   assert_int_equal(u.c.counts.snap_host_bad_transitions, 0);
+  assert_int_equal(u.c.counts.snap_bad_transitions, 0);
   coll_unit_close(&u);
 }
 
@@ -139,6 +140,7 @@ static void a_host_not_tracing_is_named_and_not_asked(void **state) {
   for (size_t i = 0; i < 2; i++)
     assert_int_equal(row_host(hosts, n, u.h[i].spec)->outcome, TG_COLL_HOST_OK);
   assert_int_equal(u.c.counts.snap_host_bad_transitions, 0);
+  assert_int_equal(u.c.counts.snap_bad_transitions, 0);
   coll_unit_close(&u);
 }
 
@@ -162,6 +164,7 @@ static void ftrace_overruns_are_a_hosts_loss(void **state) {
   assert_int_equal(hosts[0].loss, 27);
   assert_int_equal(u.c.counts.host_loss, 27);
   assert_int_equal(u.c.counts.snap_host_bad_transitions, 0);
+  assert_int_equal(u.c.counts.snap_bad_transitions, 0);
   coll_unit_close(&u);
 }
 
@@ -198,6 +201,7 @@ static void a_host_whose_ftrace_did_not_start_is_partial(void **state) {
   assert_int_equal(h0->seen->n, 1);
   assert_null(coll_unit_host(&u, u.h[1].spec)->seen);
   assert_int_equal(u.c.counts.snap_host_bad_transitions, 0);
+  assert_int_equal(u.c.counts.snap_bad_transitions, 0);
   coll_unit_close(&u);
 }
 
@@ -220,6 +224,7 @@ static void a_host_past_its_cap_fails_alone(void **state) {
   assert_true(bad->bytes <= 256u << 10);
   assert_int_equal(row_host(hosts, n, u.h[1].spec)->outcome, TG_COLL_HOST_OK);
   assert_int_equal(u.c.counts.snap_host_bad_transitions, 0);
+  assert_int_equal(u.c.counts.snap_bad_transitions, 0);
   coll_unit_close(&u);
 }
 
@@ -265,6 +270,7 @@ static void clone_timeout_counts_on_the_daemons_clock(void **state) {
   assert_int_equal(k->dur_buckets[7], 0); /* 60 s: not within it */
   assert_true(k->dur_sum_s > 100.0 && k->dur_sum_s < 100.1);
   assert_int_equal(u.c.counts.snap_host_bad_transitions, 0);
+  assert_int_equal(u.c.counts.snap_bad_transitions, 0);
   coll_unit_close(&u);
 }
 
@@ -326,6 +332,7 @@ static void a_host_that_trickles_fails_at_the_rate_floor(void **state) {
   assert_int_equal(fast->outcome, TG_COLL_HOST_OK);
   assert_true(fast->packets >= 3);
   assert_int_equal(u.c.counts.snap_host_bad_transitions, 0);
+  assert_int_equal(u.c.counts.snap_bad_transitions, 0);
   coll_unit_close(&u);
 }
 
@@ -383,6 +390,7 @@ static void the_policy_sees_what_is_to_come_and_a_cut_ends_all(void **state) {
       assert_non_null(strstr(hosts[j].error, "stopping"));
   }
   assert_int_equal(u.c.counts.snap_host_bad_transitions, 0);
+  assert_int_equal(u.c.counts.snap_bad_transitions, 0);
   coll_unit_close(&u);
 }
 

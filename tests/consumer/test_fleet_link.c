@@ -346,6 +346,27 @@ static void the_transition_table_is_link_h_s(void **st) {
   assert_false(tg_link_transition_ok((tg_link_state_t)99, TG_LINK_UP));
 }
 
+/* A move the table lacks is refused (common/fsm.h): the state stays, the
+ * owner is not told, the refusal counts; the link goes on. */
+static void a_refused_transition_is_counted_not_made(void **st) {
+  (void)st;
+  sim_t s;
+  sim_init(&s, 60000);
+  tg_link_set_state(&s.l, TG_LINK_UP, "test");
+  assert_int_equal(s.l.state, TG_LINK_CONNECTING);
+  assert_int_equal(s.l.bad_transitions, 1);
+  assert_int_equal(s.n_states, 0);
+  tg_link_set_state(&s.l, TG_LINK_CONNECTING, "test"); /* no move */
+  assert_int_equal(s.l.bad_transitions, 1);
+  tg_link_set_state(&s.l, TG_LINK_CLOSING, "test");
+  tg_link_set_state(&s.l, TG_LINK_DONE, "test");
+  assert_int_equal(s.l.state, TG_LINK_DONE);
+  tg_link_set_state(&s.l, TG_LINK_FAILED, "test"); /* final */
+  assert_int_equal(s.l.state, TG_LINK_DONE);
+  assert_int_equal(s.l.bad_transitions, 2);
+  assert_int_equal(s.n_states, 2);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(dead_link_is_found_one_timeout_after_the_last_answer),
@@ -358,6 +379,7 @@ int main(void) {
       cmocka_unit_test(answers_keep_a_link_up_and_move_its_deadline),
       cmocka_unit_test(every_transition_is_logged_and_reported),
       cmocka_unit_test(the_transition_table_is_link_h_s),
+      cmocka_unit_test(a_refused_transition_is_counted_not_made),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 /* A session's state (service/session.h, Lifecycle): which transitions
  * tg__session_set_state allows, that it refuses the others without a
- * change, and the spellings QueryServiceState reports. */
+ * change and counts them, and the spellings QueryServiceState reports. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -38,8 +38,11 @@ static void only_the_lifecycle_transitions_are_allowed(void **state) {
 
 static void set_state_walks_the_lifecycle_and_refuses_the_rest(void **state) {
   (void)state;
+  tg_service_t svc;
+  memset(&svc, 0, sizeof(svc));
   tg_session_t s;
   memset(&s, 0, sizeof(s));
+  s.svc = &svc;
   s.id = 7;
   assert_int_equal(s.state, TG_SESSION_CONFIGURED); /* a new session */
   /* Not a clone: never DISABLED without stopping first. */
@@ -56,15 +59,39 @@ static void set_state_walks_the_lifecycle_and_refuses_the_rest(void **state) {
   for (int to = 0; to < N_STATES; to++)
     assert_int_equal(tg__session_set_state(&s, to, "test"), -EINVAL);
   assert_int_equal(s.state, TG_SESSION_DISABLED);
+  /* Each refusal counted, but a state to itself (common/fsm.h). */
+  assert_int_equal(svc.bad_transitions, 6);
 }
 
 static void a_clone_is_born_disabled(void **state) {
   (void)state;
+  tg_service_t svc;
+  memset(&svc, 0, sizeof(svc));
   tg_session_t s;
   memset(&s, 0, sizeof(s));
+  s.svc = &svc;
   s.cloned = true;
   assert_int_equal(tg__session_set_state(&s, TG_SESSION_DISABLED, "test"), 0);
   assert_int_equal(s.state, TG_SESSION_DISABLED);
+}
+
+/* A data source instance goes forward only, and may stop from any state. */
+static void a_data_source_instance_goes_forward_only(void **state) {
+  (void)state;
+  assert_true(tg__ds_transition_ok(TG_DS_SETUP, TG_DS_STARTING));
+  assert_true(tg__ds_transition_ok(TG_DS_SETUP, TG_DS_STARTED));
+  assert_true(tg__ds_transition_ok(TG_DS_STARTING, TG_DS_STARTED));
+  assert_true(tg__ds_transition_ok(TG_DS_STARTED, TG_DS_STOPPING));
+  assert_true(tg__ds_transition_ok(TG_DS_STOPPING, TG_DS_STOPPED));
+  for (int from = TG_DS_SETUP; from < TG_DS_STOPPED; from++)
+    assert_true(tg__ds_transition_ok(from, TG_DS_STOPPED));
+  for (int to = TG_DS_SETUP; to <= TG_DS_STOPPED; to++) {
+    assert_false(tg__ds_transition_ok(TG_DS_STOPPED, to));
+    assert_false(tg__ds_transition_ok(to, to));
+  }
+  assert_false(tg__ds_transition_ok(TG_DS_STARTED, TG_DS_STARTING));
+  assert_false(tg__ds_transition_ok(TG_DS_STOPPING, TG_DS_STARTED));
+  assert_false(tg__ds_transition_ok(TG_DS_SETUP, TG_DS_STOPPED + 1));
 }
 
 static void state_names_are_perfettos(void **state) {
@@ -81,6 +108,7 @@ int main(void) {
       cmocka_unit_test(only_the_lifecycle_transitions_are_allowed),
       cmocka_unit_test(set_state_walks_the_lifecycle_and_refuses_the_rest),
       cmocka_unit_test(a_clone_is_born_disabled),
+      cmocka_unit_test(a_data_source_instance_goes_forward_only),
       cmocka_unit_test(state_names_are_perfettos),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
