@@ -145,6 +145,9 @@ struct tg__coll_s3_writer {
   tg_coll_store_t *store;
   tg_s3_client_t *c; /* the writer's: begin, seal, discard */
   uint64_t id;
+  /* What begin recorded, for the sidecar. */
+  int64_t started_ms;
+  char *trigger, *reason, *origin;
   char key[TG_S3_KEY_MAX + 1];
   char upload_id[TG_S3_UPLOAD_ID_MAX];
   char etag[TG_S3_ETAG_MAX]; /* the sealed object's, from its HEAD */
@@ -237,6 +240,7 @@ static void *uploader(void *arg) {
 }
 
 int tg__coll_s3_begin(tg_coll_store_t *s, uint64_t id,
+                      const tg_coll_begin_t *bg, int64_t started_ms,
                       tg__coll_s3_writer_t **out) {
   struct tg__coll_s3 *b = s->s3;
   tg__coll_s3_writer_t *w = calloc(1, sizeof *w);
@@ -248,7 +252,13 @@ int tg__coll_s3_begin(tg_coll_store_t *s, uint64_t id,
   object_key(b, id, TG__COLL_OBJ_TRACE, w->key);
   pthread_mutex_init(&w->mu, NULL);
   pthread_cond_init(&w->cv, NULL);
-  int err = tg_s3_client_new(&b->ccfg, &w->c);
+  w->started_ms = started_ms;
+  w->trigger = strdup(bg->trigger);
+  w->reason = strdup(bg->reason ? bg->reason : "");
+  w->origin = strdup(bg->origin ? bg->origin : "");
+  int err = !w->trigger || !w->reason || !w->origin
+                ? -ENOMEM
+                : tg_s3_client_new(&b->ccfg, &w->c);
   for (unsigned i = 0; !err && i < w->qmax; i++)
     err = tg_s3_client_new(&b->ccfg, &w->tc[i]);
   for (unsigned i = 0; !err && i < w->qmax; i++) {
@@ -395,13 +405,15 @@ int tg__coll_s3_seal(tg__coll_s3_writer_t *w,
   return 0;
 }
 
-int tg__coll_s3_put_meta(tg__coll_s3_writer_t *w, tg_coll_meta_in_t *in) {
+int tg__coll_s3_put_meta(tg__coll_s3_writer_t *w, const tg_coll_finish_t *f) {
   if (!w->sealed) return -EINVAL;
-  in->etag = w->etag;
-  in->index = w->indexed;
+  tg_coll_begin_t b = {w->trigger, w->reason, w->origin};
+  tg_coll_meta_in_t in = {.id = w->id, .started_ms = w->started_ms,
+                          .begin = &b, .finish = f, .etag = w->etag,
+                          .index = w->indexed};
   char *text = NULL;
   size_t n = 0;
-  int err = tg_coll_meta_format(in, &text, &n);
+  int err = tg_coll_meta_format(&in, &text, &n);
   char key[TG_S3_KEY_MAX + 1];
   object_key(w->store->s3, w->id, TG__COLL_OBJ_META, key);
   /* If-None-Match: a sidecar already there is another writer's (ids are
@@ -512,6 +524,9 @@ void tg__coll_s3_free(tg__coll_s3_writer_t *w) {
   tg_s3_client_free(w->c);
   pthread_mutex_destroy(&w->mu);
   pthread_cond_destroy(&w->cv);
+  free(w->trigger);
+  free(w->reason);
+  free(w->origin);
   free(w);
 }
 
@@ -719,9 +734,8 @@ struct tg_coll_fetch {
   char sym_key[TG_S3_KEY_MAX + 1], symidx_key[TG_S3_KEY_MAX + 1];
 };
 
-int tg_coll_store_fetch_new(tg_coll_store_t *s, uint64_t id, bool index,
-                            tg_coll_fetch_t **out) {
-  if (!s->s3) return -EOPNOTSUPP;
+int tg__coll_s3_fetch_new(tg_coll_store_t *s, uint64_t id, bool index,
+                          tg_coll_fetch_t **out) {
   tg_coll_fetch_t *f = calloc(1, sizeof *f);
   if (!f) return -ENOMEM;
   f->dir_fd = fcntl(s->tmp_fd, F_DUPFD_CLOEXEC, 0);
@@ -805,3 +819,85 @@ int tg__coll_s3_open_object(tg_coll_store_t *s, uint64_t id, bool index,
   *fd = f;
   return 0;
 }
+
+/* --- the backend's table (store_internal.h) ----------------------------- */
+
+static int s3_begin(tg_coll_writer_t *w, const tg_coll_begin_t *b,
+                    int64_t started_ms, char *why, size_t cap) {
+  int err = tg__coll_s3_begin(w->store, w->id, b, started_ms, &w->be.up);
+  if (!err) return 0;
+  snprintf(why, cap, "cannot start its upload: %s", tg_strerror(err));
+  TG_ERROR("store: snapshot %016llx: %s", (unsigned long long)w->id, why);
+  return err;
+}
+
+static int s3_write(tg_coll_writer_t *w, const void *p, size_t n) {
+  return tg__coll_s3_write(w->be.up, p, n);
+}
+
+static int s3_rewrite(tg_coll_writer_t *w, tg_coll_rewrite_fn fn, void *ctx) {
+  (void)w, (void)fn, (void)ctx;
+  return -ENOTSUP; /* uploaded as they came: no file to read again */
+}
+
+static int s3_sync(tg_coll_writer_t *w) {
+  return tg__coll_s3_seal(w->be.up, w->index, w->bytes);
+}
+
+/* Sealing completes the upload: the object (and its index) exist, whole,
+ * before the row says so. */
+static int s3_publish(tg_coll_writer_t *w, char *why, size_t cap) {
+  int err;
+  if (!w->synced && (err = tg_coll_writer_sync(w))) {
+    snprintf(why, cap, "upload: %s", tg_strerror(err));
+    return err;
+  }
+  tg__coll_step(w->store, TG_COLL_STEP_RENAMED, w->id);
+  tg__coll_step(w->store, TG_COLL_STEP_DIR_SYNCED, w->id);
+  return 0;
+}
+
+static int s3_put_meta(tg_coll_writer_t *w, const tg_coll_finish_t *f) {
+  return tg__coll_s3_put_meta(w->be.up, f);
+}
+
+static void s3_discard(tg_coll_writer_t *w) { tg__coll_s3_discard(w->be.up); }
+
+static void s3_free(tg_coll_writer_t *w) { tg__coll_s3_free(w->be.up); }
+
+static void s3_describe(tg_coll_store_t *s, tg_coll_store_desc_t *out) {
+  snprintf(out->url, sizeof out->url, "s3://%s/%s", s->s3->bucket,
+           s->s3->prefix);
+  out->has_stats = true;
+  tg_s3_stats_get(&out->stats);
+}
+
+const tg__coll_store_ops_t tg__coll_store_s3 = {
+    .kind = TG_COLL_STORE_BUCKET,
+    .remote = true,
+    .presigns = true,
+    .symbols_shareable = true,
+    .close = tg__coll_s3_close,
+    .recover = tg__coll_s3_recover,
+    .open_object = tg__coll_s3_open_object,
+    .presign = tg__coll_s3_presign,
+    .refresh_meta = tg__coll_s3_refresh_meta,
+    .remove = tg__coll_s3_remove,
+    .fetch_new = tg__coll_s3_fetch_new,
+    .symput_new = tg__coll_s3_symput_new,
+    .symbols_commit = tg__coll_s3_symbols_commit,
+    .symbols_gone = tg__coll_s3_symbols_gone,
+    .has_symbols = tg__coll_s3_has_symbols,
+    .open_symbols = tg__coll_s3_open_symbols,
+    .rebuild = tg__coll_s3_rebuild,
+    .describe = s3_describe,
+    .begin = s3_begin,
+    .write = s3_write,
+    .rewrite = s3_rewrite,
+    .sync = s3_sync,
+    .publish = s3_publish,
+    .put_meta = s3_put_meta,
+    .unpublish = s3_discard,
+    .discard = s3_discard,
+    .free = s3_free,
+};

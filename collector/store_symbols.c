@@ -32,9 +32,8 @@ struct tg_coll_symput {
   char key[TG_S3_KEY_MAX + 1], ikey[TG_S3_KEY_MAX + 1];
 };
 
-int tg_coll_store_symput_new(tg_coll_store_t *s, uint64_t id,
-                             tg_coll_symput_t **out) {
-  if (!s->s3) return -EOPNOTSUPP;
+int tg__coll_s3_symput_new(tg_coll_store_t *s, uint64_t id,
+                           tg_coll_symput_t **out) {
   tg_coll_symput_t *p = calloc(1, sizeof *p);
   if (!p) return -ENOMEM;
   int err = tg__coll_s3_client_new(s, &p->c);
@@ -89,7 +88,7 @@ void tg_coll_symput_free(tg_coll_symput_t *p) {
   free(p);
 }
 
-static void remove_objects(tg_coll_store_t *s, uint64_t id) {
+void tg__coll_s3_symbols_gone(tg_coll_store_t *s, uint64_t id) {
   char key[TG_S3_KEY_MAX + 1];
   static const tg__coll_obj_t kinds[] = {TG__COLL_OBJ_SYMBOLS,
                                          TG__COLL_OBJ_SYMIDX};
@@ -102,10 +101,35 @@ static void remove_objects(tg_coll_store_t *s, uint64_t id) {
   }
 }
 
-static int has_object(tg_coll_store_t *s, uint64_t id) {
+int tg__coll_s3_has_symbols(tg_coll_store_t *s, uint64_t id) {
   char key[TG_S3_KEY_MAX + 1];
   tg__coll_s3_key(s, id, TG__COLL_OBJ_SYMBOLS, key);
   return tg_s3_head(tg__coll_s3_client(s), key, NULL, NULL);
+}
+
+/* The objects are in (tg_coll_symput_run): tmp/ is done with. */
+int tg__coll_s3_symbols_commit(tg_coll_store_t *s, uint64_t id,
+                               bool with_index) {
+  (void)with_index;
+  tg_coll_store_symbols_abort(s, id);
+  return 0;
+}
+
+/* Downloads (blocks: the API uses tg_coll_fetch_symbols on a worker). */
+int tg__coll_s3_open_symbols(tg_coll_store_t *s, uint64_t id, int *fd,
+                             int *ifd) {
+  tg_coll_fetch_t *f = NULL;
+  int err = tg_coll_store_fetch_new(s, id, false, &f);
+  if (!err) err = tg_coll_fetch_symbols(f, fd, ifd);
+  tg_coll_fetch_free(f);
+  return err;
+}
+
+/* --- either store --------------------------------------------------------- */
+
+int tg_coll_store_symput_new(tg_coll_store_t *s, uint64_t id,
+                             tg_coll_symput_t **out) {
+  return s->ops->symput_new(s, id, out);
 }
 
 static bool live(tg_coll_store_t *s, uint64_t id) {
@@ -149,22 +173,35 @@ void tg_coll_store_symbols_abort(tg_coll_store_t *s, uint64_t id) {
   unlinkat(s->tmp_fd, name, 0);
 }
 
-/* The index goes in first: a reader takes the symbols file as the sign
- * that they are there, and checks the index against its size. */
 int tg_coll_store_symbols_commit(tg_coll_store_t *s, uint64_t id,
                                  bool with_index) {
   if (!tg_coll_id_valid(id) || !live(s, id)) {
     /* Deleted meanwhile (retention): its symbols go with it. A delete
-     * after this check removes the objects itself (store_s3.c, remove). */
+     * after this check removes them itself (the backend's remove). */
     tg_coll_store_symbols_abort(s, id);
-    if (s->s3 && tg_coll_id_valid(id)) remove_objects(s, id);
+    if (tg_coll_id_valid(id)) s->ops->symbols_gone(s, id);
     return -ENOENT;
   }
-  if (s->s3) {
-    /* The objects are in (tg_coll_symput_run): tmp/ is done with. */
-    tg_coll_store_symbols_abort(s, id);
-    return 0;
-  }
+  return s->ops->symbols_commit(s, id, with_index);
+}
+
+int tg_coll_store_has_symbols(tg_coll_store_t *s, uint64_t id) {
+  if (!tg_coll_id_valid(id)) return -ENOENT;
+  return s->ops->has_symbols(s, id);
+}
+
+int tg_coll_store_open_symbols(tg_coll_store_t *s, uint64_t id, int *fd,
+                               int *ifd) {
+  if (!tg_coll_id_valid(id)) return -ENOENT;
+  return s->ops->open_symbols(s, id, fd, ifd);
+}
+
+/* --- a directory store ---------------------------------------------------- */
+
+/* The index goes in first: a reader takes the symbols file as the sign
+ * that they are there, and checks the index against its size. */
+int tg__coll_dir_symbols_commit(tg_coll_store_t *s, uint64_t id,
+                                bool with_index) {
   char tmp[TG_COLL_FILE_NAME_MAX], final[TG_COLL_FILE_NAME_MAX];
   int err = 0;
   tg_coll_id_symidx_name(id, 1, tmp);
@@ -186,25 +223,15 @@ int tg_coll_store_symbols_commit(tg_coll_store_t *s, uint64_t id,
   return err;
 }
 
-int tg_coll_store_has_symbols(tg_coll_store_t *s, uint64_t id) {
-  if (!tg_coll_id_valid(id)) return -ENOENT;
-  if (s->s3) return has_object(s, id);
+int tg__coll_dir_has_symbols(tg_coll_store_t *s, uint64_t id) {
   char name[TG_COLL_FILE_NAME_MAX];
   tg_coll_id_symbols_name(id, 0, name);
   return faccessat(s->snap_fd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0 ? 0
                                                                      : -errno;
 }
 
-int tg_coll_store_open_symbols(tg_coll_store_t *s, uint64_t id, int *fd,
-                               int *ifd) {
-  if (!tg_coll_id_valid(id)) return -ENOENT;
-  if (s->s3) {
-    tg_coll_fetch_t *f = NULL;
-    int err = tg_coll_store_fetch_new(s, id, false, &f);
-    if (!err) err = tg_coll_fetch_symbols(f, fd, ifd);
-    tg_coll_fetch_free(f);
-    return err;
-  }
+int tg__coll_dir_open_symbols(tg_coll_store_t *s, uint64_t id, int *fd,
+                              int *ifd) {
   char name[TG_COLL_FILE_NAME_MAX];
   tg_coll_id_symbols_name(id, 0, name);
   int f = openat(s->snap_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -214,4 +241,3 @@ int tg_coll_store_open_symbols(tg_coll_store_t *s, uint64_t id, int *fd,
   *fd = f;
   return 0;
 }
-
