@@ -79,7 +79,11 @@ int tg__coll_s3_open(tg_coll_store_t *s, const tg_coll_s3_config_t *cfg) {
   b->ccfg.ca_file = b->ca_file;
   b->part_size = part;
   b->queue_parts = queue;
-  return tg_s3_client_new(&b->ccfg, &b->c);
+  int err = tg_s3_client_new(&b->ccfg, &b->c);
+  /* The store's clients (writers', fetches', symbols') count into its
+   * own client's monitor: the bucket's health is the store's. */
+  if (!err && !b->ccfg.monitor) b->ccfg.monitor = tg_s3_client_monitor(b->c);
+  return err;
 }
 
 void tg__coll_s3_close(tg_coll_store_t *s) {
@@ -869,7 +873,7 @@ static void s3_describe(tg_coll_store_t *s, tg_coll_store_desc_t *out) {
   snprintf(out->url, sizeof out->url, "s3://%s/%s", s->s3->bucket,
            s->s3->prefix);
   out->has_stats = true;
-  tg_s3_stats_get(&out->stats);
+  tg_s3_stats_get(tg_s3_client_monitor(s->s3->c), &out->stats);
 }
 
 const tg__coll_store_ops_t tg__coll_store_s3 = {
