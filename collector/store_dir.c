@@ -76,6 +76,52 @@ static void dir_describe(tg_coll_store_t *s, tg_coll_store_desc_t *out) {
   (void)s, (void)out; /* a kind, no URL, no requests to count */
 }
 
+/* --- symbols: <id>.symbols and <id>.symidx in snapshots/ -------------- */
+
+/* The index goes in first: a reader takes the symbols file as the sign
+ * that they are there, and checks the index against its size. */
+static int dir_symbols_commit(tg_coll_store_t *s, uint64_t id,
+                              bool with_index) {
+  char tmp[TG_COLL_FILE_NAME_MAX], final[TG_COLL_FILE_NAME_MAX];
+  int err = 0;
+  tg_coll_id_symidx_name(id, 1, tmp);
+  tg_coll_id_symidx_name(id, 0, final);
+  if (with_index ? renameat(s->tmp_fd, tmp, s->snap_fd, final) != 0
+                 : unlinkat(s->snap_fd, final, 0) != 0 && errno != ENOENT)
+    err = -errno;
+  if (!with_index) unlinkat(s->tmp_fd, tmp, 0);
+  tg_coll_id_symbols_name(id, 1, tmp);
+  tg_coll_id_symbols_name(id, 0, final);
+  if (!err && renameat(s->tmp_fd, tmp, s->snap_fd, final) != 0) err = -errno;
+  if (!err && fsync(s->snap_fd) != 0) err = -errno;
+  if (err) {
+    TG_WARN("store: snapshot %s: cannot store its symbols: %s", final,
+            strerror(-err));
+    tg__coll_unlink_tmp_symbols(s, id);
+    tg__coll_unlink_symbols(s, id);
+  }
+  return err;
+}
+
+static int dir_has_symbols(tg_coll_store_t *s, uint64_t id) {
+  char name[TG_COLL_FILE_NAME_MAX];
+  tg_coll_id_symbols_name(id, 0, name);
+  return faccessat(s->snap_fd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0 ? 0
+                                                                     : -errno;
+}
+
+static int dir_open_symbols(tg_coll_store_t *s, uint64_t id, int *fd,
+                            int *ifd) {
+  char name[TG_COLL_FILE_NAME_MAX];
+  tg_coll_id_symbols_name(id, 0, name);
+  int f = openat(s->snap_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (f < 0) return -errno;
+  tg_coll_id_symidx_name(id, 0, name);
+  *ifd = openat(s->snap_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  *fd = f;
+  return 0;
+}
+
 /* --- the writer: its tmp file --------------------------------------- */
 
 static int dir_begin(tg_coll_writer_t *w, const tg_coll_begin_t *b,
@@ -252,10 +298,10 @@ const tg__coll_store_ops_t tg__coll_store_dir = {
     .remove = dir_remove,
     .fetch_new = dir_fetch_new,
     .symput_new = dir_symput_new,
-    .symbols_commit = tg__coll_dir_symbols_commit,
+    .symbols_commit = dir_symbols_commit,
     .symbols_gone = dir_symbols_gone,
-    .has_symbols = tg__coll_dir_has_symbols,
-    .open_symbols = tg__coll_dir_open_symbols,
+    .has_symbols = dir_has_symbols,
+    .open_symbols = dir_open_symbols,
     .rebuild = dir_rebuild,
     .describe = dir_describe,
     .begin = dir_begin,

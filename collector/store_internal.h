@@ -1,6 +1,8 @@
 /* The store's state, shared by store.c (open, reads, delete, retention),
  * store_recover.c (repair at open), store_writer.c (writing snapshots),
- * its two backends, store_dir.c (snapshots/) and store_s3.c (a bucket),
+ * its two backends, store_dir.c (snapshots/) and the bucket's
+ * (store_s3_ops.c, its table over store_s3.c, store_s3_symbols.c and
+ * store_rebuild.c),
  * and store_util.c (what they all use). Nothing outside collector/
  * includes it. */
 #ifndef TRACEGATE_COLLECTOR_STORE_INTERNAL_H
@@ -103,7 +105,7 @@ struct tg__coll_store_ops {
   void (*free)(tg_coll_writer_t *w);
 };
 
-/* The two backends (store_dir.c, store_s3.c). */
+/* The two backends (store_dir.c, store_s3_ops.c). */
 extern const tg__coll_store_ops_t tg__coll_store_dir;
 extern const tg__coll_store_ops_t tg__coll_store_s3;
 
@@ -128,14 +130,8 @@ void tg__coll_unlink_name(tg_coll_store_t *s, const char *name);
 void tg__coll_unlink_index(tg_coll_store_t *s, uint64_t id);
 /* The same for its symbols and their index (store_symbols.c). */
 void tg__coll_unlink_symbols(tg_coll_store_t *s, uint64_t id);
-
-/* --- store_symbols.c: the directory backend's symbols ------------------ */
-
-int tg__coll_dir_symbols_commit(tg_coll_store_t *s, uint64_t id,
-                                bool with_index);
-int tg__coll_dir_has_symbols(tg_coll_store_t *s, uint64_t id);
-int tg__coll_dir_open_symbols(tg_coll_store_t *s, uint64_t id, int *fd,
-                              int *ifd);
+/* Removes |id|'s symbols being written from tmp/ (ENOENT is fine). */
+void tg__coll_unlink_tmp_symbols(tg_coll_store_t *s, uint64_t id);
 
 /* --- store_recover.c ------------------------------------------------- */
 

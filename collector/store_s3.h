@@ -91,6 +91,8 @@ void tg__coll_s3_free(tg__coll_s3_writer_t *w);
  * keys and their parse (0 and *id, *kind; -1: not a snapshot's key). */
 tg_s3_client_t *tg__coll_s3_client(tg_coll_store_t *s);
 const char *tg__coll_s3_prefix(tg_coll_store_t *s);
+/* "s3://BUCKET/PREFIX" into |out| (|cap| bytes), for the page. */
+void tg__coll_s3_url(tg_coll_store_t *s, char *out, size_t cap);
 void tg__coll_s3_key(tg_coll_store_t *s, uint64_t id, tg__coll_obj_t kind,
                      char out[TG_S3_KEY_MAX + 1]);
 int tg__coll_s3_parse_key(tg_coll_store_t *s, const char *key, uint64_t *id,
@@ -105,7 +107,7 @@ int tg__coll_s3_presign(tg_coll_store_t *s, uint64_t id, int64_t now_s,
                         uint32_t expires_s, char *url, size_t cap);
 
 /* store.h's fetch, and the bucket's half of the symbols
- * (store_symbols.c) and of the rebuild (store_rebuild.c), behind the
+ * (store_s3_symbols.c) and of the rebuild (store_rebuild.c), behind the
  * store's ops (store_internal.h). */
 int tg__coll_s3_fetch_new(tg_coll_store_t *s, uint64_t id, bool index,
                           tg_coll_fetch_t **out);
