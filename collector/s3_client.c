@@ -39,6 +39,7 @@ struct tg_s3_client {
   int64_t (*now_s)(void *ctx);
   void *clock_ctx;
   bool unsigned_parts; /* tg_s3_payload_t resolved */
+  tg_s3_monitor_t *mon; /* a reference: the config's, or one of its own */
   int last_status;
   char last_code[TG_S3_XML_CODE_MAX];
 };
@@ -81,13 +82,37 @@ static int endpoint_host(const char *ep, char host[HOST_MAX]) {
   return 0;
 }
 
-/* The process's counters (tg_s3_stats_t): writers' threads and the loop
- * count into them at once. */
-static _Atomic uint64_t n_requests, n_retries, n_throttled, n_failures;
+/* Counters and health (tg_s3_stats_t) of the clients that share it: one
+ * per store, so that two stores (tests open several) do not share one.
+ * Each client holds a reference; writers' threads and the loop count
+ * into it at once. */
+struct tg_s3_monitor {
+  atomic_uint refs;
+  _Atomic uint64_t requests, retries, throttled, failures;
+  pthread_mutex_t mu;
+  tg_s3_stats_t health; /* health, since and the last failure, under mu */
+};
 
-/* The health and the last failure (tg_s3_stats_t), under status_mu. */
-static pthread_mutex_t status_mu = PTHREAD_MUTEX_INITIALIZER;
-static tg_s3_stats_t health;
+static tg_s3_monitor_t *monitor_new(void) {
+  tg_s3_monitor_t *m = calloc(1, sizeof *m);
+  if (!m) return NULL;
+  atomic_init(&m->refs, 1);
+  pthread_mutex_init(&m->mu, NULL);
+  return m;
+}
+
+static tg_s3_monitor_t *monitor_ref(tg_s3_monitor_t *m) {
+  atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed);
+  return m;
+}
+
+/* acq_rel: the last holder sees every count the others made. */
+static void monitor_unref(tg_s3_monitor_t *m) {
+  if (!m || atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1)
+    return;
+  pthread_mutex_destroy(&m->mu);
+  free(m);
+}
 
 static int64_t wall_ms(void) {
   struct timespec ts;
@@ -95,14 +120,18 @@ static int64_t wall_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void tg_s3_stats_get(tg_s3_stats_t *out) {
-  pthread_mutex_lock(&status_mu);
-  *out = health;
-  pthread_mutex_unlock(&status_mu);
-  out->requests = atomic_load(&n_requests);
-  out->retries = atomic_load(&n_retries);
-  out->throttled = atomic_load(&n_throttled);
-  out->failures = atomic_load(&n_failures);
+tg_s3_monitor_t *tg_s3_client_monitor(const tg_s3_client_t *c) {
+  return c->mon;
+}
+
+void tg_s3_stats_get(tg_s3_monitor_t *m, tg_s3_stats_t *out) {
+  pthread_mutex_lock(&m->mu);
+  *out = m->health;
+  pthread_mutex_unlock(&m->mu);
+  out->requests = atomic_load(&m->requests);
+  out->retries = atomic_load(&m->retries);
+  out->throttled = atomic_load(&m->throttled);
+  out->failures = atomic_load(&m->failures);
 }
 
 const char *tg_s3_health_name(tg_s3_health_t h) {
@@ -115,21 +144,22 @@ const char *tg_s3_health_name(tg_s3_health_t h) {
 }
 
 /* Records how a request ended (|h|) and, unless OK, its failure. */
-static void status_note(tg_s3_health_t h, const char *method, int http,
-                        const char *code, int rc) {
+static void status_note(tg_s3_monitor_t *m, tg_s3_health_t h,
+                        const char *method, int http, const char *code,
+                        int rc) {
   int64_t now = wall_ms();
-  pthread_mutex_lock(&status_mu);
-  if (health.health != h || !health.since_ms) health.since_ms = now;
-  health.health = h;
+  tg_s3_stats_t *st = &m->health;
+  pthread_mutex_lock(&m->mu);
+  if (st->health != h || !st->since_ms) st->since_ms = now;
+  st->health = h;
   if (h != TG_S3_OK) {
-    health.error_ms = now;
-    health.error_status = http;
-    snprintf(health.error_method, sizeof health.error_method, "%s", method);
-    snprintf(health.error_code, sizeof health.error_code, "%s", code);
-    snprintf(health.error_text, sizeof health.error_text, "%s",
-             tg_strerror(rc));
+    st->error_ms = now;
+    st->error_status = http;
+    snprintf(st->error_method, sizeof st->error_method, "%s", method);
+    snprintf(st->error_code, sizeof st->error_code, "%s", code);
+    snprintf(st->error_text, sizeof st->error_text, "%s", tg_strerror(rc));
   }
-  pthread_mutex_unlock(&status_mu);
+  pthread_mutex_unlock(&m->mu);
 }
 
 /* libcurl's global state, once per process, before any handle. */
@@ -159,7 +189,8 @@ int tg_s3_client_new(const tg_s3_client_config_t *cfg, tg_s3_client_t **out) {
   c->secret_key = dup_str(cfg->secret_key);
   c->ca_file = dup_str(cfg->ca_file);
   c->curl = curl_easy_init();
-  if (!c->endpoint || !c->region || !c->bucket || !c->access_key ||
+  c->mon = cfg->monitor ? monitor_ref(cfg->monitor) : monitor_new();
+  if (!c->mon || !c->endpoint || !c->region || !c->bucket || !c->access_key ||
       !c->secret_key || (cfg->ca_file && !c->ca_file) || !c->curl) {
     tg_s3_client_free(c);
     return -ENOMEM;
@@ -189,6 +220,7 @@ void tg_s3_client_free(tg_s3_client_t *c) {
   free(c->access_key);
   free(c->secret_key);
   free(c->ca_file);
+  monitor_unref(c->mon);
   free(c);
 }
 
@@ -459,7 +491,7 @@ static int perform(tg_s3_client_t *c, req_t *r) {
     long st = 0;
     c->last_status = 0;
     c->last_code[0] = '\0';
-    atomic_fetch_add(&n_requests, 1);
+    atomic_fetch_add(&c->mon->requests, 1);
     rc = attempt_once(c, r, &a, &st);
     tg_s3_xml_t x;
     x.code[0] = x.message[0] = '\0';
@@ -481,13 +513,14 @@ static int perform(tg_s3_client_t *c, req_t *r) {
     if (a.delivered) retry = false; /* bytes already handed on */
     bool last = !retry || i + 1 >= c->max_attempts;
     if (rc == 0 || rc == -ENOENT || rc == -EEXIST)
-      status_note(TG_S3_OK, r->method, 0, "", 0);
+      status_note(c->mon, TG_S3_OK, r->method, 0, "", 0);
     else
-      status_note(last ? TG_S3_FAILING : TG_S3_RETRYING, r->method,
+      status_note(c->mon, last ? TG_S3_FAILING : TG_S3_RETRYING, r->method,
                   c->last_status, c->last_code, rc);
     if (rc == 0) return 0;
     /* 404 is an answer, not a failure: callers decide what it means. */
-    if (last && rc != -ENOENT && rc != -EEXIST) atomic_fetch_add(&n_failures, 1);
+    if (last && rc != -ENOENT && rc != -EEXIST)
+      atomic_fetch_add(&c->mon->failures, 1);
     if (last && rc != -ENOENT && rc != -EEXIST)
       TG_WARN("%s s3: %s %s/%s failed: HTTP %d %s %s (%s)",
               TG_NOTE(COLLECTOR_S3_FAILED), r->method, c->bucket,
@@ -498,8 +531,8 @@ static int perform(tg_s3_client_t *c, req_t *r) {
             TG_NOTE(COLLECTOR_S3_RETRYING), r->method, c->bucket,
             r->key ? r->key : "", c->last_status, c->last_code,
             tg_strerror(rc), backoff);
-    atomic_fetch_add(&n_retries, 1);
-    if (rc == -EAGAIN) atomic_fetch_add(&n_throttled, 1);
+    atomic_fetch_add(&c->mon->retries, 1);
+    if (rc == -EAGAIN) atomic_fetch_add(&c->mon->throttled, 1);
     sleep_ms(backoff);
     backoff = backoff > BACKOFF_CAP_MS / 2 ? BACKOFF_CAP_MS : backoff * 2;
   }

@@ -43,6 +43,10 @@
 #define TG_S3_PARTS_MAX 10000u
 
 typedef struct tg_s3_client tg_s3_client_t;
+/* What the clients that share it did (tg_s3_stats_t): the counters and
+ * health of one store's bucket. Reference-counted by its clients, so it
+ * lives as long as the last of them. */
+typedef struct tg_s3_monitor tg_s3_monitor_t;
 
 /* What a part upload's x-amz-content-sha256 carries. The SHA-256 of the
  * payload is signed, so a body altered on its way is refused; it costs a
@@ -73,6 +77,10 @@ typedef struct tg_s3_client_config {
   /* Seconds since the epoch for x-amz-date; NULL: time(). */
   int64_t (*now_s)(void *ctx);
   void *clock_ctx;
+  /* Where the client counts its requests: NULL, a monitor of its own;
+   * else another client's (tg_s3_client_monitor), which this one then
+   * holds a reference to until it is freed. */
+  tg_s3_monitor_t *monitor;
 } tg_s3_client_config_t;
 
 /* 0 and *out, or -EINVAL (a field missing or malformed), -ENOMEM. */
@@ -84,7 +92,7 @@ void tg_s3_client_free(tg_s3_client_t *c);
 int tg_s3_last_status(const tg_s3_client_t *c);
 const char *tg_s3_last_code(const tg_s3_client_t *c);
 
-/* How the bucket answered the process's last request that ended or was
+/* How the bucket answered a monitor's last request that ended or was
  * retried: OK (an answer, 404 and 412 included), RETRYING (an attempt
  * failed with a 5xx or in the transport and is being made again) or
  * FAILING (a request failed after its retries, or was refused). */
@@ -96,7 +104,7 @@ typedef enum tg_s3_health {
 
 #define TG_S3_STATUS_TEXT 96
 
-/* What every client of the process did since it started: for metrics, the
+/* What the clients of one monitor did since it was made: for metrics, the
  * API and the page. */
 typedef struct tg_s3_stats {
   uint64_t requests;  /* attempts sent (or tried: a refused connection) */
@@ -106,7 +114,7 @@ typedef struct tg_s3_stats {
   tg_s3_health_t health;
   /* Epoch ms (CLOCK_REALTIME): when |health| last changed (0: never). */
   int64_t since_ms;
-  /* The last failed attempt (0 and "": none since the process started):
+  /* The last failed attempt (0 and "": none since the monitor was made):
    * when, its method, its HTTP status (0: the transport), S3's error
    * code and the error's text. No key, no signature. */
   int64_t error_ms;
@@ -115,7 +123,12 @@ typedef struct tg_s3_stats {
   char error_code[TG_S3_STATUS_TEXT];
   char error_text[TG_S3_STATUS_TEXT];
 } tg_s3_stats_t;
-void tg_s3_stats_get(tg_s3_stats_t *out);
+/* The client's monitor: borrowed, valid while the client is (pass it in
+ * another client's config to share it). */
+tg_s3_monitor_t *tg_s3_client_monitor(const tg_s3_client_t *c);
+/* A snapshot of |m|'s counters and health into *out (the caller's); any
+ * thread. */
+void tg_s3_stats_get(tg_s3_monitor_t *m, tg_s3_stats_t *out);
 const char *tg_s3_health_name(tg_s3_health_t h);
 
 /* Creates the client's bucket; -EEXIST if this user already has it. */

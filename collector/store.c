@@ -1,6 +1,7 @@
 /* The store (store.h): opening and locking the directory, the reads,
  * pin, delete and retention. Writing is in store_writer.c, the repair at
- * open in store_recover.c. */
+ * open in store_recover.c; where the snapshots are is the backend's
+ * (s->ops: store_dir.c, store_s3.c), chosen once at open. */
 #include "collector/store.h"
 
 #include <assert.h>
@@ -101,6 +102,7 @@ int tg_coll_store_open(const tg_coll_store_config_t *cfg, tg_coll_store_t **out,
   s->clock_ctx = cfg->clock_ctx;
   s->on_step = cfg->on_step;
   s->step_ctx = cfg->step_ctx;
+  s->ops = cfg->s3 ? &tg__coll_store_s3 : &tg__coll_store_dir;
   bool root_new, tmp_new, snap_new;
   bool shared = cfg->catalog && cfg->catalog->ops->shared;
   int err;
@@ -133,7 +135,7 @@ void tg_coll_store_close(tg_coll_store_t *s) {
   assert(s->writers == 0);
   if (s->cat) s->cat->attached = false;
   if (s->owns_cat) tg_coll_catalog_close(s->cat);
-  tg__coll_s3_close(s);
+  s->ops->close(s);
   close_fd(&s->snap_fd);
   close_fd(&s->tmp_fd);
   close_fd(&s->root_fd);
@@ -188,42 +190,31 @@ int tg_coll_store_open_file(tg_coll_store_t *s, uint64_t id, int *fd) {
   int err = tg_coll_store_get(s, id, &snap);
   if (err) return err;
   if (!live(snap.state)) return -ENOENT;
-  if (s->s3) return tg__coll_s3_open_object(s, id, false, fd);
-  char name[TG_COLL_FILE_NAME_MAX];
-  tg_coll_id_file_name(id, 0, name);
-  int f = openat(s->snap_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (f < 0) return -errno;
-  *fd = f;
-  return 0;
+  return s->ops->open_object(s, id, false, fd);
 }
 
 int tg_coll_store_open_index(tg_coll_store_t *s, uint64_t id, int *fd) {
   if (!tg_coll_id_valid(id)) return -ENOENT;
-  if (s->s3) return tg__coll_s3_open_object(s, id, true, fd);
-  char name[TG_COLL_FILE_NAME_MAX];
-  tg_coll_id_index_name(id, 0, name);
-  int f = openat(s->snap_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (f < 0) return -errno;
-  *fd = f;
-  return 0;
+  return s->ops->open_object(s, id, true, fd);
 }
 
 int tg_coll_store_presign(tg_coll_store_t *s, uint64_t id, uint32_t expires_s,
                           char *url, size_t cap) {
-  if (!s->s3) return -EOPNOTSUPP;
+  if (!s->ops->presigns) return -EOPNOTSUPP;
   tg_coll_snapshot_t snap;
   int err = tg_coll_store_get(s, id, &snap);
   if (err) return err;
   if (!live(snap.state)) return -ENOENT;
-  return tg__coll_s3_presign(s, id, tg__coll_now(s) / 1000, expires_s, url,
+  return s->ops->presign(s, id, tg__coll_now(s) / 1000, expires_s, url,
                              cap);
 }
 
-/* After a row's change, its sidecar in the bucket says it too. */
+/* After a row's change, what keeps a copy of it (a bucket's sidecar)
+ * says it too. */
 int tg_coll_store_pin(tg_coll_store_t *s, uint64_t id, bool pinned) {
   if (!tg_coll_id_valid(id)) return -ENOENT;
   int err = s->cat->ops->set_pinned(s->cat, id, pinned);
-  if (!err && s->s3) tg__coll_s3_refresh_meta(s, id);
+  if (!err) s->ops->refresh_meta(s, id);
   return err;
 }
 
@@ -231,7 +222,7 @@ int tg_coll_store_set_problems(tg_coll_store_t *s, uint64_t id,
                                const char *host, const char *problems) {
   if (!tg_coll_id_valid(id)) return -ENOENT;
   int err = s->cat->ops->set_problems(s->cat, id, host, problems);
-  if (!err && s->s3) tg__coll_s3_refresh_meta(s, id);
+  if (!err) s->ops->refresh_meta(s, id);
   return err;
 }
 
@@ -244,15 +235,7 @@ int tg__coll_remove(tg_coll_store_t *s, uint64_t id, bool unless_pinned) {
   int err = s->cat->ops->remove(s->cat, id, unless_pinned);
   if (err) return err;
   tg__coll_step(s, TG_COLL_STEP_ROW_REMOVED, id);
-  if (s->s3) {
-    tg__coll_s3_remove(s, id);
-    tg__coll_step(s, TG_COLL_STEP_UNLINKED, id);
-    return 0;
-  }
-  char name[TG_COLL_FILE_NAME_MAX];
-  tg_coll_id_file_name(id, 0, name);
-  tg__coll_unlink_name(s, name);
-  tg__coll_unlink_index(s, id);
+  s->ops->remove(s, id);
   tg__coll_step(s, TG_COLL_STEP_UNLINKED, id);
   return 0;
 }
@@ -298,4 +281,43 @@ int tg_coll_store_retain(tg_coll_store_t *s, tg_coll_retained_t *out) {
   }
   if (out) *out = r;
   return r.verdict != TG_COLL_KEEP;
+}
+
+int tg_coll_store_fetch_new(tg_coll_store_t *s, uint64_t id, bool index,
+                            tg_coll_fetch_t **out) {
+  return s->ops->fetch_new(s, id, index, out);
+}
+
+int tg_coll_store_rebuild(tg_coll_store_t *s, tg_coll_rebuild_fn fn,
+                          void *ctx, tg_coll_rebuild_t *out) {
+  memset(out, 0, sizeof(*out));
+  return s->ops->rebuild(s, fn, ctx, out);
+}
+
+const char *tg_coll_store_kind_name(tg_coll_store_kind_t k) {
+  switch (k) {
+  case TG_COLL_STORE_DIRECTORY: return "directory";
+  case TG_COLL_STORE_BUCKET: return "bucket";
+  }
+  return "?";
+}
+
+tg_coll_store_kind_t tg_coll_store_kind(const tg_coll_store_t *s) {
+  return s->ops->kind;
+}
+
+bool tg_coll_store_remote(const tg_coll_store_t *s) { return s->ops->remote; }
+
+bool tg_coll_store_can_presign(const tg_coll_store_t *s) {
+  return s->ops->presigns;
+}
+
+bool tg_coll_store_symbols_shareable(const tg_coll_store_t *s) {
+  return s->ops->symbols_shareable;
+}
+
+void tg_coll_store_describe(tg_coll_store_t *s, tg_coll_store_desc_t *out) {
+  memset(out, 0, sizeof(*out));
+  out->kind = s->ops->kind;
+  s->ops->describe(s, out);
 }

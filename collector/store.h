@@ -117,6 +117,32 @@ typedef struct tg_coll_recovery {
   uint32_t unrowed_kept;    /* a bucket's objects with no row at all, kept */
 } tg_coll_recovery_t;
 
+/* Where a store keeps its snapshots: one interface over two backends, as
+ * the catalog's (catalog.h) is over SQLite and PostgreSQL. Every call
+ * below works on either, or says it cannot (-EOPNOTSUPP); callers ask
+ * what a store can do (tg_coll_store_remote, _can_presign, ...), never
+ * which backend it is, to decide what to do. */
+typedef enum tg_coll_store_kind {
+  TG_COLL_STORE_DIRECTORY = 0, /* <dir>/snapshots/ */
+  TG_COLL_STORE_BUCKET,        /* an S3 bucket (tg_coll_store_config_t.s3) */
+} tg_coll_store_kind_t;
+
+/* "directory", "bucket": a static string. */
+const char *tg_coll_store_kind_name(tg_coll_store_kind_t k);
+
+/* How the store is reached and how it answered of late: for the status
+ * page and the metrics. Filled by value: nothing in it points into the
+ * store. */
+#define TG_COLL_STORE_URL_MAX 600
+typedef struct tg_coll_store_desc {
+  tg_coll_store_kind_t kind;
+  char url[TG_COLL_STORE_URL_MAX]; /* "s3://BUCKET/PREFIX"; "" for a directory */
+  /* Whether |stats| says anything: a bucket's requests, counted over this
+   * store's clients only (its writers' and fetches' included). */
+  bool has_stats;
+  tg_s3_stats_t stats;
+} tg_coll_store_desc_t;
+
 /* Opens the store at cfg->dir, locking it against a second opener (-EBUSY;
  * shared with collectors of the same shared catalog)
  * and recovering it (above). Returns 0 and *out (free with
@@ -126,6 +152,21 @@ int tg_coll_store_open(const tg_coll_store_config_t *cfg, tg_coll_store_t **out,
                        tg_coll_recovery_t *rec);
 /* Every writer must have been finished or aborted. NULL-safe. */
 void tg_coll_store_close(tg_coll_store_t *s);
+
+tg_coll_store_kind_t tg_coll_store_kind(const tg_coll_store_t *s);
+/* Whether a snapshot's bytes are a download away (a bucket): a reader
+ * then makes a tg_coll_store_fetch_new() and runs it on a worker, since
+ * tg_coll_store_open_file() would hold the store's thread for the whole
+ * download; profiles are not made from them here. */
+bool tg_coll_store_remote(const tg_coll_store_t *s);
+/* Whether tg_coll_store_presign() can answer (else -EOPNOTSUPP). */
+bool tg_coll_store_can_presign(const tg_coll_store_t *s);
+/* Whether collectors sharing the store (a shared catalog) may store the
+ * same snapshot's symbols at once (a bucket's conditional writes make a
+ * second attempt harmless; a shared directory's tmp/ names would clash). */
+bool tg_coll_store_symbols_shareable(const tg_coll_store_t *s);
+/* Fills *out (the caller's); reads counters, makes no request. */
+void tg_coll_store_describe(tg_coll_store_t *s, tg_coll_store_desc_t *out);
 
 /* Starts a snapshot: a PENDING row, committed, then its tmp file. Returns
  * 0, *id and *w (the store's until tg_coll_store_finish/abort); or an

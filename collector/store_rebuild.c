@@ -251,10 +251,9 @@ static int rebuild_one(tg_coll_store_t *s, const entry_t *e,
   return 0;
 }
 
-int tg_coll_store_rebuild(tg_coll_store_t *s, tg_coll_rebuild_fn fn,
-                          void *ctx, tg_coll_rebuild_t *out) {
+int tg__coll_s3_rebuild(tg_coll_store_t *s, tg_coll_rebuild_fn fn, void *ctx,
+                        tg_coll_rebuild_t *out) {
   memset(out, 0, sizeof(*out));
-  if (!s->s3) return -EOPNOTSUPP;
   char prefix[TG_S3_KEY_MAX + 1];
   snprintf(prefix, sizeof prefix, "%ssnapshots/", tg__coll_s3_prefix(s));
   listing_t l = {.s = s};

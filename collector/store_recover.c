@@ -22,7 +22,6 @@
 
 #include "collector/snapshot_id.h"
 #include "collector/store_internal.h"
-#include "collector/store_s3.h"
 #include "common/log.h"
 #include "tracegate/error.h"
 
@@ -152,6 +151,12 @@ static bool keep_live(tg_coll_store_t *s, const char *name,
       s, id, TG_COLL_LIVE_STATES | TG_COLL_STATE_BIT(TG_COLL_PENDING));
 }
 
+int tg__coll_dir_recover(tg_coll_store_t *s, tg_coll_recovery_t *rec) {
+  int err = sweep(s, s->snap_fd, keep_live, &rec->orphans_removed, rec);
+  if (!err) err = tg__coll_each_row(s, TG_COLL_LIVE_STATES, check_file, rec);
+  return err;
+}
+
 int tg__coll_recover(tg_coll_store_t *s, tg_coll_recovery_t *rec) {
   memset(rec, 0, sizeof(*rec));
   int err;
@@ -160,11 +165,7 @@ int tg__coll_recover(tg_coll_store_t *s, tg_coll_recovery_t *rec) {
                                     tg__coll_now(s), &rec->interrupted)) ||
       (err = sweep(s, s->tmp_fd, keep_written, &rec->tmp_removed, rec)))
     return err;
-  if (s->s3)
-    err = tg__coll_s3_recover(s, rec);
-  else if (!(err = sweep(s, s->snap_fd, keep_live, &rec->orphans_removed, rec)))
-    err = tg__coll_each_row(s, TG_COLL_LIVE_STATES, check_file, rec);
-  if (err) return err;
+  if ((err = s->ops->recover(s, rec))) return err;
   if (rec->interrupted || rec->tmp_removed || rec->orphans_removed ||
       rec->lost || rec->uploads_aborted)
     TG_INFO(

@@ -79,7 +79,11 @@ int tg__coll_s3_open(tg_coll_store_t *s, const tg_coll_s3_config_t *cfg) {
   b->ccfg.ca_file = b->ca_file;
   b->part_size = part;
   b->queue_parts = queue;
-  return tg_s3_client_new(&b->ccfg, &b->c);
+  int err = tg_s3_client_new(&b->ccfg, &b->c);
+  /* The store's clients (writers', fetches', symbols') count into its
+   * own client's monitor: the bucket's health is the store's. */
+  if (!err && !b->ccfg.monitor) b->ccfg.monitor = tg_s3_client_monitor(b->c);
+  return err;
 }
 
 void tg__coll_s3_close(tg_coll_store_t *s) {
@@ -128,6 +132,10 @@ tg_s3_client_t *tg__coll_s3_client(tg_coll_store_t *s) { return s->s3->c; }
 
 const char *tg__coll_s3_prefix(tg_coll_store_t *s) { return s->s3->prefix; }
 
+void tg__coll_s3_url(tg_coll_store_t *s, char *out, size_t cap) {
+  snprintf(out, cap, "s3://%s/%s", s->s3->bucket, s->s3->prefix);
+}
+
 /* --- the writer ------------------------------------------------------- */
 
 typedef struct part_buf {
@@ -145,6 +153,9 @@ struct tg__coll_s3_writer {
   tg_coll_store_t *store;
   tg_s3_client_t *c; /* the writer's: begin, seal, discard */
   uint64_t id;
+  /* What begin recorded, for the sidecar. */
+  int64_t started_ms;
+  char *trigger, *reason, *origin;
   char key[TG_S3_KEY_MAX + 1];
   char upload_id[TG_S3_UPLOAD_ID_MAX];
   char etag[TG_S3_ETAG_MAX]; /* the sealed object's, from its HEAD */
@@ -237,6 +248,7 @@ static void *uploader(void *arg) {
 }
 
 int tg__coll_s3_begin(tg_coll_store_t *s, uint64_t id,
+                      const tg_coll_begin_t *bg, int64_t started_ms,
                       tg__coll_s3_writer_t **out) {
   struct tg__coll_s3 *b = s->s3;
   tg__coll_s3_writer_t *w = calloc(1, sizeof *w);
@@ -248,7 +260,13 @@ int tg__coll_s3_begin(tg_coll_store_t *s, uint64_t id,
   object_key(b, id, TG__COLL_OBJ_TRACE, w->key);
   pthread_mutex_init(&w->mu, NULL);
   pthread_cond_init(&w->cv, NULL);
-  int err = tg_s3_client_new(&b->ccfg, &w->c);
+  w->started_ms = started_ms;
+  w->trigger = strdup(bg->trigger);
+  w->reason = strdup(bg->reason ? bg->reason : "");
+  w->origin = strdup(bg->origin ? bg->origin : "");
+  int err = !w->trigger || !w->reason || !w->origin
+                ? -ENOMEM
+                : tg_s3_client_new(&b->ccfg, &w->c);
   for (unsigned i = 0; !err && i < w->qmax; i++)
     err = tg_s3_client_new(&b->ccfg, &w->tc[i]);
   for (unsigned i = 0; !err && i < w->qmax; i++) {
@@ -395,13 +413,15 @@ int tg__coll_s3_seal(tg__coll_s3_writer_t *w,
   return 0;
 }
 
-int tg__coll_s3_put_meta(tg__coll_s3_writer_t *w, tg_coll_meta_in_t *in) {
+int tg__coll_s3_put_meta(tg__coll_s3_writer_t *w, const tg_coll_finish_t *f) {
   if (!w->sealed) return -EINVAL;
-  in->etag = w->etag;
-  in->index = w->indexed;
+  tg_coll_begin_t b = {w->trigger, w->reason, w->origin};
+  tg_coll_meta_in_t in = {.id = w->id, .started_ms = w->started_ms,
+                          .begin = &b, .finish = f, .etag = w->etag,
+                          .index = w->indexed};
   char *text = NULL;
   size_t n = 0;
-  int err = tg_coll_meta_format(in, &text, &n);
+  int err = tg_coll_meta_format(&in, &text, &n);
   char key[TG_S3_KEY_MAX + 1];
   object_key(w->store->s3, w->id, TG__COLL_OBJ_META, key);
   /* If-None-Match: a sidecar already there is another writer's (ids are
@@ -512,6 +532,9 @@ void tg__coll_s3_free(tg__coll_s3_writer_t *w) {
   tg_s3_client_free(w->c);
   pthread_mutex_destroy(&w->mu);
   pthread_cond_destroy(&w->cv);
+  free(w->trigger);
+  free(w->reason);
+  free(w->origin);
   free(w);
 }
 
@@ -719,9 +742,8 @@ struct tg_coll_fetch {
   char sym_key[TG_S3_KEY_MAX + 1], symidx_key[TG_S3_KEY_MAX + 1];
 };
 
-int tg_coll_store_fetch_new(tg_coll_store_t *s, uint64_t id, bool index,
-                            tg_coll_fetch_t **out) {
-  if (!s->s3) return -EOPNOTSUPP;
+int tg__coll_s3_fetch_new(tg_coll_store_t *s, uint64_t id, bool index,
+                          tg_coll_fetch_t **out) {
   tg_coll_fetch_t *f = calloc(1, sizeof *f);
   if (!f) return -ENOMEM;
   f->dir_fd = fcntl(s->tmp_fd, F_DUPFD_CLOEXEC, 0);

@@ -60,8 +60,10 @@ typedef enum tg__coll_obj {
 int tg__coll_s3_open(tg_coll_store_t *s, const tg_coll_s3_config_t *cfg);
 void tg__coll_s3_close(tg_coll_store_t *s);
 
-/* Initiates snapshot |id|'s upload; its uploader thread started. */
+/* Initiates snapshot |id|'s upload; its uploader thread started. |b|
+ * (copied) and |started_ms| are kept for the sidecar. */
 int tg__coll_s3_begin(tg_coll_store_t *s, uint64_t id,
+                      const tg_coll_begin_t *b, int64_t started_ms,
                       tg__coll_s3_writer_t **out);
 /* Queues |n| bytes; blocks while queue_parts parts wait for the bucket.
  * The first upload failure is returned by this and every later call. */
@@ -71,10 +73,10 @@ int tg__coll_s3_write(tg__coll_s3_writer_t *w, const void *p, size_t n);
 int tg__coll_s3_seal(tg__coll_s3_writer_t *w,
                      const tg_coll_index_builder_t *index, uint64_t bytes);
 /* The sidecar (snap_meta.h) of a sealed snapshot, PUT with
- * If-None-Match: * before its row is committed; |in|'s etag and index are
- * set from the writer's. 0, -EEXIST (a sidecar is there), the client's
- * error. */
-int tg__coll_s3_put_meta(tg__coll_s3_writer_t *w, tg_coll_meta_in_t *in);
+ * If-None-Match: * before its row is committed: what begin recorded, |f|
+ * (borrowed for the call), and the writer's etag and index. 0, -EEXIST
+ * (a sidecar is there), the client's error. */
+int tg__coll_s3_put_meta(tg__coll_s3_writer_t *w, const tg_coll_finish_t *f);
 /* Writes live snapshot |id|'s sidecar again from its row (after a pin or
  * a host's problems changed it): unconditional, last writer wins; a
  * failure is logged, the row stands. */
@@ -89,6 +91,8 @@ void tg__coll_s3_free(tg__coll_s3_writer_t *w);
  * keys and their parse (0 and *id, *kind; -1: not a snapshot's key). */
 tg_s3_client_t *tg__coll_s3_client(tg_coll_store_t *s);
 const char *tg__coll_s3_prefix(tg_coll_store_t *s);
+/* "s3://BUCKET/PREFIX" into |out| (|cap| bytes), for the page. */
+void tg__coll_s3_url(tg_coll_store_t *s, char *out, size_t cap);
 void tg__coll_s3_key(tg_coll_store_t *s, uint64_t id, tg__coll_obj_t kind,
                      char out[TG_S3_KEY_MAX + 1]);
 int tg__coll_s3_parse_key(tg_coll_store_t *s, const char *key, uint64_t *id,
@@ -101,6 +105,22 @@ void tg__coll_s3_remove(tg_coll_store_t *s, uint64_t id);
 /* A presigned GET URL of |id|'s trace object (tg_s3_presign_get). */
 int tg__coll_s3_presign(tg_coll_store_t *s, uint64_t id, int64_t now_s,
                         uint32_t expires_s, char *url, size_t cap);
+
+/* store.h's fetch, and the bucket's half of the symbols
+ * (store_s3_symbols.c) and of the rebuild (store_rebuild.c), behind the
+ * store's ops (store_internal.h). */
+int tg__coll_s3_fetch_new(tg_coll_store_t *s, uint64_t id, bool index,
+                          tg_coll_fetch_t **out);
+int tg__coll_s3_symput_new(tg_coll_store_t *s, uint64_t id,
+                           tg_coll_symput_t **out);
+int tg__coll_s3_symbols_commit(tg_coll_store_t *s, uint64_t id,
+                               bool with_index);
+void tg__coll_s3_symbols_gone(tg_coll_store_t *s, uint64_t id);
+int tg__coll_s3_has_symbols(tg_coll_store_t *s, uint64_t id);
+int tg__coll_s3_open_symbols(tg_coll_store_t *s, uint64_t id, int *fd,
+                             int *ifd);
+int tg__coll_s3_rebuild(tg_coll_store_t *s, tg_coll_rebuild_fn fn, void *ctx,
+                        tg_coll_rebuild_t *out);
 
 /* A client of the store's configuration, the caller's (to use on one
  * thread of its own; tg_s3_client_free). */

@@ -74,3 +74,11 @@ void tg__coll_unlink_symbols(tg_coll_store_t *s, uint64_t id) {
   tg_coll_id_symbols_name(id, 0, name);
   tg__coll_unlink_name(s, name);
 }
+
+void tg__coll_unlink_tmp_symbols(tg_coll_store_t *s, uint64_t id) {
+  char name[TG_COLL_FILE_NAME_MAX];
+  tg_coll_id_symbols_name(id, 1, name);
+  unlinkat(s->tmp_fd, name, 0);
+  tg_coll_id_symidx_name(id, 1, name);
+  unlinkat(s->tmp_fd, name, 0);
+}

@@ -187,31 +187,32 @@ static void get_hosts(coll_t *c, tg_http_exchange_t *x,
 static void get_store(coll_t *c, tg_http_exchange_t *x,
                       const tg_http_request_t *r, uint64_t id) {
   (void)r, (void)id;
-  if (!c->cfg.s3_bucket[0]) {
-    respond_json(x, 200, json_pack("{s:s, s:s}", "kind", "directory",
-                                   "state", "ok"));
+  tg_coll_store_desc_t d;
+  tg_coll_store_describe(c->store, &d);
+  if (!d.has_stats) {
+    respond_json(x, 200, json_pack("{s:s, s:s}", "kind",
+                                   tg_coll_store_kind_name(d.kind), "state",
+                                   "ok"));
     return;
   }
-  tg_s3_stats_t b;
-  tg_s3_stats_get(&b);
-  char url[sizeof c->cfg.s3_bucket + sizeof c->cfg.s3_prefix + 8];
-  snprintf(url, sizeof url, "s3://%s/%s", c->cfg.s3_bucket, c->cfg.s3_prefix);
+  const tg_s3_stats_t *b = &d.stats;
   json_t *err = json_null();
-  if (b.error_ms)
-    err = json_pack("{s:I, s:s, s:i, s:o, s:o}", "at_ms", (json_int_t)b.error_ms,
-                    "method", b.error_method, "status", b.error_status,
-                    "code", tg_json_text(b.error_code),
-                    "error", tg_json_text(b.error_text));
+  if (b->error_ms)
+    err = json_pack("{s:I, s:s, s:i, s:o, s:o}", "at_ms",
+                    (json_int_t)b->error_ms, "method", b->error_method,
+                    "status", b->error_status, "code",
+                    tg_json_text(b->error_code), "error",
+                    tg_json_text(b->error_text));
   respond_json(x, 200,
                json_pack("{s:s, s:o, s:s, s:I, s:o, s:o, s:o, s:o, s:o}",
-                         "kind", "bucket", "bucket",
-                         tg_json_text(url), "state",
-                         tg_s3_health_name(b.health), "since_ms",
-                         (json_int_t)b.since_ms, "requests",
-                         tg_json_u64(b.requests), "retries",
-                         tg_json_u64(b.retries), "throttled",
-                         tg_json_u64(b.throttled), "failures",
-                         tg_json_u64(b.failures), "last_error", err));
+                         "kind", tg_coll_store_kind_name(d.kind), "bucket",
+                         tg_json_text(d.url), "state",
+                         tg_s3_health_name(b->health), "since_ms",
+                         (json_int_t)b->since_ms, "requests",
+                         tg_json_u64(b->requests), "retries",
+                         tg_json_u64(b->retries), "throttled",
+                         tg_json_u64(b->throttled), "failures",
+                         tg_json_u64(b->failures), "last_error", err));
 }
 
 static void list_snapshots(coll_t *c, tg_http_exchange_t *x,
@@ -703,8 +704,10 @@ static void fetch_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
 static void get_trace(coll_t *c, tg_http_exchange_t *x,
                       const tg_http_request_t *r, uint64_t id) {
   const char *hosts = arg(r, "host");
-  if (c->cfg.s3_bucket[0])
-    return fetch_trace(c, x, id, hosts, !hosts && c->cfg.s3_presign_ms > 0);
+  if (tg_coll_store_remote(c->store))
+    return fetch_trace(c, x, id, hosts,
+                       !hosts && tg_coll_store_can_presign(c->store) &&
+                           c->cfg.s3_presign_ms > 0);
   int fd = -1, sfd = -1, sifd = -1;
   int rv = tg_coll_store_open_file(c->store, id, &fd);
   if (!rv && tg_coll_store_open_symbols(c->store, id, &sfd, &sifd) != 0)
@@ -807,9 +810,10 @@ static void get_metrics(coll_t *c, tg_http_exchange_t *x,
             tg_coll_state_name((tg_coll_state_t)s), k->snapshots[s]);
   fprintf(o.f, "tracegate_collector_snapshots_total{outcome=\"error\"} %" PRIu64 "\n",
           k->snapshot_errors);
-  if (c->cfg.s3_bucket[0]) {
-    tg_s3_stats_t b;
-    tg_s3_stats_get(&b);
+  tg_coll_store_desc_t d;
+  tg_coll_store_describe(c->store, &d);
+  if (d.has_stats) {
+    const tg_s3_stats_t *b = &d.stats;
     fprintf(o.f,
             "# HELP tracegate_collector_bucket_requests_total Requests to "
             "the snapshot bucket, retries included.\n"
@@ -827,7 +831,7 @@ static void get_metrics(coll_t *c, tg_http_exchange_t *x,
             "the bucket that failed after their retries.\n"
             "# TYPE tracegate_collector_bucket_failures_total counter\n"
             "tracegate_collector_bucket_failures_total %" PRIu64 "\n",
-            b.requests, b.retries, b.throttled, b.failures);
+            b->requests, b->retries, b->throttled, b->failures);
   }
   fprintf(o.f,
           "# HELP tracegate_collector_trigger_hits_total Triggers received.\n"

@@ -376,7 +376,7 @@ static void start_job(coll_t *c, tg_http_exchange_t *x, uint64_t id,
                       const char *host, job_t *j) {
   j->fd = j->sfd = -1;
   tg_buf_init(&j->out, 0);
-  if (c->cfg.s3_bucket[0]) {
+  if (tg_coll_store_remote(c->store)) {
     job_free(j);
     return coll_api_json_error(x, 501, "profiles of snapshots kept in a "
                                        "bucket are not made here: download "

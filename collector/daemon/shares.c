@@ -267,7 +267,7 @@ static void start_next(coll_t *c) {
     j->fd = j->ifd = j->sfd = -1;
     int err;
     tg_coll_snapshot_t row;
-    if (c->cfg.s3_bucket[0]) {
+    if (tg_coll_store_remote(c->store)) {
       /* The download is of a live snapshot only (store.h). */
       err = tg_coll_store_get(c->store, id, &row);
       if (!err && row.state != TG_COLL_COMPLETE &&

@@ -540,7 +540,7 @@ void coll_symbols_resume(coll_t *c) {
   if (c->cfg.symbolize == TG_COLL_SYMBOLIZE_OFF) return;
   /* Collectors sharing a directory would write the same names under
    * tmp/; a bucket's conditional writes make a second attempt harmless. */
-  if (c->shared && !c->cfg.s3_bucket[0]) {
+  if (c->shared && !tg_coll_store_symbols_shareable(c->store)) {
     TG_INFO("symbolize: symbolizations a restart cut short are not resumed "
             "with a shared catalog and a shared directory");
     return;

@@ -344,6 +344,42 @@ static void gateway_gone(void **state) {
   tg_s3_client_free(c);
 }
 
+/* Each client counts into its monitor: a second one given it shares it,
+ * a client of its own does not see the other's failures (two stores,
+ * two healths). */
+static void health_is_per_monitor(void **state) {
+  (void)state;
+  if (skipped) skip();
+  tg_s3_client_t *good = client();
+  tg_s3_client_t *gone = client_with(NULL, "http://127.0.0.1:1", false);
+  tg_s3_client_config_t cfg = {.endpoint = "http://127.0.0.1:1",
+                               .region = "us-east-1",
+                               .bucket = "tg-test-shared",
+                               .access_key = gw.access_key,
+                               .secret_key = gw.secret_key,
+                               .max_attempts = 1,
+                               .monitor = tg_s3_client_monitor(gone)};
+  tg_s3_client_t *also = NULL;
+  assert_int_equal(tg_s3_client_new(&cfg, &also), 0);
+  assert_ptr_equal(tg_s3_client_monitor(also), tg_s3_client_monitor(gone));
+  assert_int_equal(tg_s3_put(good, "k", "v", 1, false, NULL), 0);
+  assert_int_equal(tg_s3_put(gone, "k", "v", 1, false, NULL), -ECONNREFUSED);
+  tg_s3_client_free(gone); /* |also| keeps the monitor */
+  assert_int_equal(tg_s3_put(also, "k", "v", 1, false, NULL), -ECONNREFUSED);
+  tg_s3_stats_t g, b;
+  tg_s3_stats_get(tg_s3_client_monitor(good), &g);
+  tg_s3_stats_get(tg_s3_client_monitor(also), &b);
+  assert_int_equal(g.health, TG_S3_OK);
+  assert_int_equal(g.failures, 0);
+  assert_int_equal(g.error_ms, 0);
+  assert_int_equal(b.health, TG_S3_FAILING);
+  assert_int_equal(b.failures, 2);
+  assert_int_equal(b.requests, 3 + 1); /* |gone|'s 3 attempts, |also|'s 1 */
+  assert_string_equal(b.error_method, "PUT");
+  tg_s3_client_free(also);
+  tg_s3_client_free(good);
+}
+
 static size_t to_buf(char *p, size_t size, size_t nmemb, void *ud) {
   return tg_buf_append(ud, p, size * nmemb) ? 0 : size * nmemb;
 }
@@ -424,6 +460,7 @@ int main(void) {
       cmocka_unit_test(unsigned_payload_parts),
       cmocka_unit_test(wrong_secret_refused),
       cmocka_unit_test(gateway_gone),
+      cmocka_unit_test(health_is_per_monitor),
       cmocka_unit_test(presigned_get),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
