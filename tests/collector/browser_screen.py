@@ -569,7 +569,8 @@ def check_diff(s, args):
 
 
 # The page's fetch, wrapped: every URL it asks for is recorded in
-# window.tgFetched, and the answers in window.tgStub (a URL part -> [HTTP
+# window.tgFetched (DIFF_VIEW_JS hands back the diff view's own, the
+# profile/diff URLs: the list's timed refresh may fetch between them), and the answers in window.tgStub (a URL part -> [HTTP
 # status, JSON]) are given for the URLs holding that part, without the
 # network; every other URL goes to the collector.
 STUB_FETCH_JS = """
@@ -608,7 +609,8 @@ return {against: pick && pick.value, pick_right: pick && pick.getBoundingClientR
         cols: Array.from(b.querySelectorAll('table.diff-funcs th'),
                          (th) => th.getBoundingClientRect().right),
         made: !!b.querySelector('b.x, img'), ran: !!window.tgHostileRan,
-        fetched: window.tgFetched.slice(), inner: window.innerWidth};
+        fetched: window.tgFetched.filter((u) => u.includes('/profile/diff')),
+        inner: window.innerWidth};
 """
 
 
