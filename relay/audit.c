@@ -142,10 +142,11 @@ void tg_relay_audit(tg_relay_audit_t *a, const char *identity,
 
 /* --- rate limit ------------------------------------------------------------ */
 
-bool tg_relay_audit_limit_take(tg_relay_audit_limit_t *l, uint64_t now_ms,
-                               uint64_t *suppressed_before) {
-  return tg_line_limit_take(l, now_ms, TG_AUDIT_DENIAL_BURST,
-                            TG_AUDIT_DENIALS_PER_S, suppressed_before);
+bool tg_relay_audit_limit_take(tg_relay_audit_limit_t *l,
+                               const tg_relay_audit_budget_t *budget,
+                               uint64_t now_ms, uint64_t *suppressed_before) {
+  return tg_line_limit_take(l, now_ms, budget->burst, budget->per_s,
+                            suppressed_before);
 }
 
 uint64_t tg_relay_audit_limit_flush(tg_relay_audit_limit_t *l) {

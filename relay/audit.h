@@ -19,9 +19,10 @@
  * to the log as "audit: ..." at info level.
  *
  * Denials are rate-limited per connection (tg_relay_audit_limit_t): a
- * client sending refused calls in a loop gets TG_AUDIT_DENIAL_BURST lines,
- * then TG_AUDIT_DENIALS_PER_S a second, and one counted "N more denials
- * suppressed" line when the window reopens and at disconnect.
+ * client sending refused calls in a loop gets a burst of lines
+ * (--audit-burst, TG_AUDIT_DENIAL_BURST by default), then a steady rate
+ * (--audit-lines-per-s, TG_AUDIT_DENIALS_PER_S), and one counted "N more
+ * denials suppressed" line when the window reopens and at disconnect.
  */
 #ifndef TRACEGATE_RELAY_AUDIT_H
 #define TRACEGATE_RELAY_AUDIT_H
@@ -56,18 +57,32 @@ void tg_relay_audit(tg_relay_audit_t *a, const char *identity,
 
 /* --- rate limit of denial lines, per connection --------------------------- */
 
+/* The defaults of --audit-lines-per-s and --audit-burst. */
 #define TG_AUDIT_DENIALS_PER_S 10
 #define TG_AUDIT_DENIAL_BURST 50
 
-/* common/line_limit.h's bucket with the relay's burst and rate. Zeroed =
- * full. */
+/* The size of every budget of lines: |burst| at once, then |per_s| a
+ * second (both > 0; the flags' bounds see to it). One per relay, set from
+ * the flags and read by every bucket. */
+typedef struct tg_relay_audit_budget {
+  uint32_t burst;
+  uint32_t per_s;
+} tg_relay_audit_budget_t;
+
+#define TG_RELAY_AUDIT_BUDGET_DEFAULT \
+  ((tg_relay_audit_budget_t){TG_AUDIT_DENIAL_BURST, TG_AUDIT_DENIALS_PER_S})
+
+/* common/line_limit.h's bucket, sized by a tg_relay_audit_budget_t.
+ * Zeroed = full. */
 typedef tg_line_limit_t tg_relay_audit_limit_t;
 
-/* One denial at |now_ms| (a monotonic clock). Returns true when its line
- * may be written; then *suppressed_before is how many were held back
- * before it (write the count first; it is reset). Returns false when the
- * line is to be suppressed (counted). */
-bool tg_relay_audit_limit_take(tg_relay_audit_limit_t *l, uint64_t now_ms,
+/* One denial at |now_ms| (a monotonic clock) against |budget|. Returns
+ * true when its line may be written; then *suppressed_before is how many
+ * were held back before it (write the count first; it is reset). Returns
+ * false when the line is to be suppressed (counted). */
+bool tg_relay_audit_limit_take(tg_relay_audit_limit_t *l,
+                               const tg_relay_audit_budget_t *budget,
+                               uint64_t now_ms,
                                uint64_t *suppressed_before);
 
 /* Denials suppressed and not yet reported (reset to 0): for the count

@@ -36,6 +36,7 @@ size_t tg__bridge_high_water(const tg_relay_bridge_t *b) {
 void tg_relay_env_init(tg_relay_env_t *env) {
   tg_list_init(&env->bridges);
   env->n_bridges = 0;
+  env->audit_budget = TG_RELAY_AUDIT_BUDGET_DEFAULT;
 }
 
 /* --- the state ------------------------------------------------------------- */
@@ -337,9 +338,9 @@ static void audit_suppressed(tg_relay_bridge_t *b, uint64_t n) {
   if (n == 0) return;
   tg_relay_audit(b->env->audit, b->identity, b->addr, "denials", "suppressed",
                  TG_N_RELAY_AUDIT_SUPPRESSED,
-                 "%" PRIu64 " more denials suppressed (at most %d lines a "
-                 "second after %d)", n, TG_AUDIT_DENIALS_PER_S,
-                 TG_AUDIT_DENIAL_BURST);
+                 "%" PRIu64 " more denials suppressed (at most %" PRIu32
+                 " lines a second after %" PRIu32 ")", n,
+                 b->env->audit_budget.per_s, b->env->audit_budget.burst);
 }
 
 static void report(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
@@ -365,8 +366,8 @@ static void report(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
   if (!v->audit) return;
   if (!v->allowed) {
     uint64_t held = 0;
-    if (!tg_relay_audit_limit_take(&b->deny_limit, tg_clock_ms(b->env->clock),
-                                   &held))
+    if (!tg_relay_audit_limit_take(&b->deny_limit, &b->env->audit_budget,
+                                   tg_clock_ms(b->env->clock), &held))
       return; /* counted, reported with the next line written */
     audit_suppressed(b, held);
   }

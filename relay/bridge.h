@@ -90,6 +90,10 @@ typedef struct tg_relay_env {
    * the others. A connection over it is refused after its handshake, and
    * told why. */
   size_t max_conns_per_identity;
+  /* The size of every budget of audit lines below and of each
+   * connection's denied calls (--audit-burst, --audit-lines-per-s);
+   * tg_relay_env_init sets the defaults. */
+  tg_relay_audit_budget_t audit_budget;
   void *data; /* owner's */
 
   /* Maintained by bridge.c. */

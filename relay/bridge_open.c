@@ -25,16 +25,18 @@
 static bool refusal_line_due(tg_relay_env_t *env, tg_relay_audit_limit_t *l,
                              const char *budget, const char *whom) {
   uint64_t held = 0;
-  if (!tg_relay_audit_limit_take(l, tg_clock_ms(env->clock), &held)) return false;
+  const tg_relay_audit_budget_t *bg = &env->audit_budget;
+  if (!tg_relay_audit_limit_take(l, bg, tg_clock_ms(env->clock), &held))
+    return false;
   if (held) {
     TG_WARN("%" PRIu64 " more lines about refusals of %s suppressed (at "
-            "most %d a second after %d)", held, whom, TG_AUDIT_DENIALS_PER_S,
-            TG_AUDIT_DENIAL_BURST);
+            "most %" PRIu32 " a second after %" PRIu32 ")", held, whom,
+            bg->per_s, bg->burst);
     tg_relay_audit(env->audit, NULL, "-", "connect", "suppressed",
                    TG_N_RELAY_AUDIT_SUPPRESSED,
-                   "%" PRIu64 " more refusals of %s (budget=%s, at most %d "
-                   "lines a second after %d)", held, whom, budget,
-                   TG_AUDIT_DENIALS_PER_S, TG_AUDIT_DENIAL_BURST);
+                   "%" PRIu64 " more refusals of %s (budget=%s, at most %"
+                   PRIu32 " lines a second after %" PRIu32 ")", held, whom,
+                   budget, bg->per_s, bg->burst);
   }
   return true;
 }

@@ -337,6 +337,8 @@ static void configure(relay_t *r, const relay_opts_t *o,
   r->env.max_conns_per_identity =
       (size_t)(o->per_identity ? o->per_identity : (o->max_conns + 1) / 2);
   r->env.session_lease_ms = o->session_lease_ms;
+  r->env.audit_budget = (tg_relay_audit_budget_t){
+      .burst = (uint32_t)o->audit_burst, .per_s = (uint32_t)o->audit_per_s};
   /* One window per connection at most, each kept after its last
    * connection for as long as the session's lease (tracegated's default
    * when not given here): a client that re-attaches within the lease must

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "relay/audit.h"
 #include "ipc/channel.h"
 #include "tls/session.h"
 
@@ -21,6 +22,8 @@ void relay_opts_defaults(relay_opts_t *o) {
       .dead_link_s = 10,
       .replay_window_kb = 8192,
       .ticket_lifetime_s = TG_TLS_TICKET_LIFETIME_DEFAULT_S,
+      .audit_burst = TG_AUDIT_DENIAL_BURST,
+      .audit_per_s = TG_AUDIT_DENIALS_PER_S,
       .log_level = TG_LOG_INFO,
   };
 }
@@ -103,6 +106,15 @@ size_t relay_flag_table(relay_opts_t *o, tg_flag_t *out, size_t cap) {
        "append audit lines here, reopened on SIGHUP (default: the log; "
        "syslog with --stdio)", 0,
        0},
+      {"audit-burst", TG_FLAG_UINT, &o->audit_burst, "N",
+       "lines about refusals and denials written at once before "
+       "--audit-lines-per-s applies; past it they are counted, and the next "
+       "line written says how many were held back. Each connection's denied "
+       "calls have a budget of this size, and so do all unverified peers "
+       "together and all refused clients together, so that a flood cannot "
+       "flood the audit trail", 1, 1000000},
+      {"audit-lines-per-s", TG_FLAG_UINT, &o->audit_per_s, "N",
+       "the rate at which each budget of --audit-burst refills", 1, 100000},
       {"log-level", TG_FLAG_LOG_LEVEL, &o->log_level, "LEVEL",
        "error, warn, info or debug", 0, 0},
       {"ready-fd", TG_FLAG_UINT, &o->ready_fd, "FD",

@@ -29,6 +29,7 @@ typedef struct relay_opts {
   uint64_t replay_window_kb;
   uint64_t ready_fd;
   uint64_t ticket_lifetime_s;
+  uint64_t audit_burst, audit_per_s; /* --audit-burst, --audit-lines-per-s */
   int log_level;
   bool stdio;
 } relay_opts_t;

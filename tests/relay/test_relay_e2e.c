@@ -650,86 +650,99 @@ static void relay_keeps_young_handshakes_and_refuses_the_newcomer(
  * of "connect deny" lines with |deny|, fewer than |flood|, and
  * "connect suppressed" lines of |budget| that count the others, each
  * refusal once. */
+/* The audit budget the two tests below give the relay: small, so that a
+ * flood outruns its refill on any machine (a refused handshake under
+ * ASan on a loaded machine takes 150 ms; one a second refills here). */
+#define TEST_AUDIT_BURST 5
+#define TEST_AUDIT_PER_S 1
+#define TEST_AUDIT_FLAGS \
+  "--audit-burst", STR(TEST_AUDIT_BURST), "--audit-lines-per-s", \
+      STR(TEST_AUDIT_PER_S)
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
 static void expect_budget_kept(relay_fx_t *f, const char *budget, tg_notice_t deny,
                                size_t flood) {
   audit_want_t held_lines = AUDIT(NULL, "connect", "suppressed",
                                   TG_N_RELAY_AUDIT_SUPPRESSED, budget);
   audit_expect(&f->rp, held_lines);
   size_t lines = audit_count(f->rp.audit, AUDIT(NULL, "connect", "deny", deny));
-  assert_true(lines >= TG_AUDIT_DENIAL_BURST);
+  assert_true(lines >= TEST_AUDIT_BURST);
   assert_true(lines < flood);
   uint64_t held = audit_sum(f->rp.audit, held_lines);
   assert_int_equal(lines + held, flood + 1);
 }
 
-/* Lines about peers without a certificate share one budget: a burst of
- * refused connections writes TG_AUDIT_DENIAL_BURST of them, then says how
- * many it held back. */
-static void relay_rate_limits_lines_about_unverified_peers(void **state) {
-  relay_fx_t *f = *state;
-  const char *extra[] = {"--max-conns", "1", "--unverified-evict-ms", "0",
-                         NULL};
-  assert_int_equal(relay_start(&f->rp, f->ts.consumer_sock, extra), 0);
-  f->relay_up = true;
-  rc_t a;
-  tg_tls_config_t *acfg;
-  relay_fx_connect(f, &a, "alice", &acfg);
-  enum { FLOOD = 3 * TG_AUDIT_DENIAL_BURST };
-  for (int i = 0; i < FLOOD; i++) {
-    int fd = tcp_connect(f->rp.port);
-    assert_true(wait_eof(fd, STEP_MS));
-    close(fd);
-  }
-  /* The bucket refills (TG_AUDIT_DENIALS_PER_S): the next refusal's line
-   * comes after the count of those held back. */
-  usleep(1000 * 1000 / TG_AUDIT_DENIALS_PER_S * 2);
-  int fd = tcp_connect(f->rp.port);
-  assert_true(wait_eof(fd, STEP_MS));
-  close(fd);
-  expect_budget_kept(f, "budget=unverified", TG_N_RELAY_BUSY, FLOOD);
-  assert_int_equal(simple_call(&a, "QueryServiceState"), 0);
-  relay_fx_disconnect(&a, acfg);
-}
-
-/* Refusals of verified clients have a budget of their own: a valid
- * certificate that is not authorized, looping connections, writes
- * TG_AUDIT_DENIAL_BURST lines, then says how many it held back, and the
- * relay goes on serving the others. */
-static void relay_rate_limits_lines_about_refused_clients(void **state) {
-  relay_fx_t *f = *state;
-  assert_int_equal(relay_start(&f->rp, f->ts.consumer_sock, NULL), 0);
-  f->relay_up = true;
-  tg_tls_config_t *dcfg = client_cfg("pki", "dave", "pki");
-  /* At least 3 bursts, and on until the relay has held lines back: the
-   * refusals must come faster than the bucket refills, and on a loaded
-   * machine (mbedtls alone under ASan) the first handshakes take 150 ms
-   * each, slower than TG_AUDIT_DENIALS_PER_S. MAX_FLOOD bounds a machine
-   * that never goes faster. */
-  enum { MIN_FLOOD = 3 * TG_AUDIT_DENIAL_BURST,
-         MAX_FLOOD = 12 * TG_AUDIT_DENIAL_BURST };
-  const audit_want_t denied =
-      AUDIT(NULL, "connect", "deny", TG_N_RELAY_NOT_AUTHORIZED);
+/* Floods until the relay has held lines back (and at least 3 bursts):
+ * |refuse_one| makes one refusal. Returns how many there were. */
+static size_t flood_until_held(relay_fx_t *f, tg_notice_t deny,
+                               void (*refuse_one)(relay_fx_t *, void *),
+                               void *arg) {
+  enum { MIN_FLOOD = 3 * TEST_AUDIT_BURST, MAX_FLOOD = 40 * TEST_AUDIT_BURST };
+  const audit_want_t denied = AUDIT(NULL, "connect", "deny", deny);
   size_t flood = 0;
-  /* Each asks at once, so that the relay answers with the refusal and
-   * closes rather than waiting a while for a request. */
   while (flood < MAX_FLOOD) {
-    rc_t rc;
-    if (rc_connect(&rc, f->rp.port, dcfg) == 0)
-      assert_true(rc_bind(&rc, "ConsumerPort") < 0);
-    rc_close(&rc);
+    refuse_one(f, arg);
     flood++;
     if (flood >= MIN_FLOOD && audit_count(f->rp.audit, denied) < flood) break;
   }
   if (audit_count(f->rp.audit, denied) >= flood)
     fail_msg("%zu refusals came slower than the bucket refills (%d a second)",
-             flood, TG_AUDIT_DENIALS_PER_S);
-  /* The bucket refills (TG_AUDIT_DENIALS_PER_S): the next refusal's line
-   * comes after the count of those held back. */
-  usleep(1000 * 1000 / TG_AUDIT_DENIALS_PER_S * 2);
+             flood, TEST_AUDIT_PER_S);
+  /* The bucket refills: the next refusal's line comes after the count of
+   * those held back. */
+  usleep(1000 * 1000 / TEST_AUDIT_PER_S * 3 / 2);
+  refuse_one(f, arg);
+  return flood;
+}
+
+static void refuse_unverified(relay_fx_t *f, void *arg) {
+  (void)arg;
+  int fd = tcp_connect(f->rp.port);
+  assert_true(wait_eof(fd, STEP_MS));
+  close(fd);
+}
+
+/* Lines about peers without a certificate share one budget: a burst of
+ * refused connections writes the budget's burst of them, then says how
+ * many it held back. */
+static void relay_rate_limits_lines_about_unverified_peers(void **state) {
+  relay_fx_t *f = *state;
+  const char *extra[] = {"--max-conns", "1", "--unverified-evict-ms", "0",
+                         TEST_AUDIT_FLAGS, NULL};
+  assert_int_equal(relay_start(&f->rp, f->ts.consumer_sock, extra), 0);
+  f->relay_up = true;
+  rc_t a;
+  tg_tls_config_t *acfg;
+  relay_fx_connect(f, &a, "alice", &acfg);
+  size_t flood = flood_until_held(f, TG_N_RELAY_BUSY, refuse_unverified, NULL);
+  expect_budget_kept(f, "budget=unverified", TG_N_RELAY_BUSY, flood);
+  assert_int_equal(simple_call(&a, "QueryServiceState"), 0);
+  relay_fx_disconnect(&a, acfg);
+}
+
+/* Each asks at once, so that the relay answers with the refusal and
+ * closes rather than waiting a while for a request. */
+static void refuse_verified(relay_fx_t *f, void *arg) {
+  tg_tls_config_t *dcfg = arg;
   rc_t rc;
   if (rc_connect(&rc, f->rp.port, dcfg) == 0)
     assert_true(rc_bind(&rc, "ConsumerPort") < 0);
   rc_close(&rc);
+}
+
+/* Refusals of verified clients have a budget of their own: a valid
+ * certificate that is not authorized, looping connections, writes the
+ * budget's burst of lines, then says how many it held back, and the
+ * relay goes on serving the others. */
+static void relay_rate_limits_lines_about_refused_clients(void **state) {
+  relay_fx_t *f = *state;
+  const char *extra[] = {TEST_AUDIT_FLAGS, NULL};
+  assert_int_equal(relay_start(&f->rp, f->ts.consumer_sock, extra), 0);
+  f->relay_up = true;
+  tg_tls_config_t *dcfg = client_cfg("pki", "dave", "pki");
+  size_t flood =
+      flood_until_held(f, TG_N_RELAY_NOT_AUTHORIZED, refuse_verified, dcfg);
   tg_tls_config_free(dcfg);
   expect_budget_kept(f, "budget=verified", TG_N_RELAY_NOT_AUTHORIZED, flood);
   rc_t a;
