@@ -200,7 +200,7 @@ int tg_coll_store_open_index(tg_coll_store_t *s, uint64_t id, int *fd) {
 
 int tg_coll_store_presign(tg_coll_store_t *s, uint64_t id, uint32_t expires_s,
                           char *url, size_t cap) {
-  if (!s->ops->presigns) return -EOPNOTSUPP;
+  if (!s->ops->presign) return -EOPNOTSUPP;
   tg_coll_snapshot_t snap;
   int err = tg_coll_store_get(s, id, &snap);
   if (err) return err;
@@ -306,10 +306,12 @@ tg_coll_store_kind_t tg_coll_store_kind(const tg_coll_store_t *s) {
   return s->ops->kind;
 }
 
-bool tg_coll_store_remote(const tg_coll_store_t *s) { return s->ops->remote; }
+bool tg_coll_store_remote(const tg_coll_store_t *s) {
+  return s->ops->kind != TG_COLL_STORE_DIRECTORY;
+}
 
 bool tg_coll_store_can_presign(const tg_coll_store_t *s) {
-  return s->ops->presigns;
+  return s->ops->presign != NULL;
 }
 
 bool tg_coll_store_symbols_shareable(const tg_coll_store_t *s) {

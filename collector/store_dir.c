@@ -33,12 +33,6 @@ static int dir_open_object(tg_coll_store_t *s, uint64_t id, bool index,
   return 0;
 }
 
-static int dir_presign(tg_coll_store_t *s, uint64_t id, int64_t now_s,
-                       uint32_t expires_s, char *url, size_t cap) {
-  (void)s, (void)id, (void)now_s, (void)expires_s, (void)url, (void)cap;
-  return -EOPNOTSUPP; /* a file has no URL of its own */
-}
-
 static void dir_refresh_meta(tg_coll_store_t *s, uint64_t id) {
   (void)s, (void)id; /* the row is the only record of it */
 }
@@ -287,13 +281,11 @@ static void dir_free(tg_coll_writer_t *w) {
 
 const tg__coll_store_ops_t tg__coll_store_dir = {
     .kind = TG_COLL_STORE_DIRECTORY,
-    .remote = false,
-    .presigns = false,
     .symbols_shareable = false,
     .close = dir_close,
     .recover = tg__coll_dir_recover,
     .open_object = dir_open_object,
-    .presign = dir_presign,
+    .presign = NULL, /* a file has no URL of its own */
     .refresh_meta = dir_refresh_meta,
     .remove = dir_remove,
     .fetch_new = dir_fetch_new,

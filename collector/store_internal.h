@@ -51,8 +51,9 @@ struct tg_coll_writer {
  * function runs on the store's thread unless said otherwise. */
 struct tg__coll_store_ops {
   tg_coll_store_kind_t kind;
-  /* store.h's tg_coll_store_remote, _can_presign, _symbols_shareable. */
-  bool remote, presigns, symbols_shareable;
+  /* store.h's tg_coll_store_symbols_shareable. (Whether the store is
+   * remote follows from |kind|, whether it presigns from |presign|.) */
+  bool symbols_shareable;
   /* Frees the backend's state (store close). */
   void (*close)(tg_coll_store_t *s);
   /* Recovery's backend half, after the catalog's interrupt and tmp/'s
@@ -60,7 +61,8 @@ struct tg__coll_store_ops {
   int (*recover)(tg_coll_store_t *s, tg_coll_recovery_t *rec);
   /* A read-only fd of live |id|'s trace (or its host index). */
   int (*open_object)(tg_coll_store_t *s, uint64_t id, bool index, int *fd);
-  /* A GET URL of |id|'s trace valid |expires_s| from |now_s|. */
+  /* A GET URL of |id|'s trace valid |expires_s| from |now_s|; NULL for
+   * a backend whose objects have no URL of their own. */
   int (*presign)(tg_coll_store_t *s, uint64_t id, int64_t now_s,
                  uint32_t expires_s, char *url, size_t cap);
   /* |id|'s row changed (pin, problems): what keeps a copy of it follows. */

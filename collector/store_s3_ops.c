@@ -62,8 +62,6 @@ static void s3_describe(tg_coll_store_t *s, tg_coll_store_desc_t *out) {
 
 const tg__coll_store_ops_t tg__coll_store_s3 = {
     .kind = TG_COLL_STORE_BUCKET,
-    .remote = true,
-    .presigns = true,
     .symbols_shareable = true,
     .close = tg__coll_s3_close,
     .recover = tg__coll_s3_recover,
