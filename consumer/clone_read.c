@@ -1,4 +1,4 @@
-/* The clone read-out engine (clone_read.h): its table, its one setter and
+/* The read-out engine (clone_read.h): its table, its one setter and
  * the replies that move it. */
 #include "consumer/clone_read.h"
 
@@ -12,8 +12,9 @@
 #define S(x) TG_FSM_BIT(TG_CLONE_##x)
 /* Each state's arrows out of it (clone_read.h's diagram). */
 static const uint32_t kNext[] = {
-    [TG_CLONE_CONNECTING] = S(CLONING) | S(FAILED),
+    [TG_CLONE_CONNECTING] = S(CLONING) | S(TRACING) | S(FAILED),
     [TG_CLONE_CLONING] = S(READING) | S(FAILED),
+    [TG_CLONE_TRACING] = S(READING) | S(FAILED),
     [TG_CLONE_READING] = S(STATS) | S(FREEING) | S(FAILED),
     [TG_CLONE_STATS] = S(FREEING) | S(DONE) | S(FAILED),
     [TG_CLONE_FREEING] = S(DONE) | S(FAILED),
@@ -22,9 +23,11 @@ static const uint32_t kNext[] = {
 };
 #undef S
 
-static const char *const kNames[] = {"connecting", "cloning", "reading",
-                                     "stats",      "freeing", "done",
-                                     "failed"};
+static const char *const kNames[] = {
+    [TG_CLONE_CONNECTING] = "connecting", [TG_CLONE_CLONING] = "cloning",
+    [TG_CLONE_TRACING] = "tracing",       [TG_CLONE_READING] = "reading",
+    [TG_CLONE_STATS] = "stats",           [TG_CLONE_FREEING] = "freeing",
+    [TG_CLONE_DONE] = "done",             [TG_CLONE_FAILED] = "failed"};
 
 _Static_assert(TG_FSM_COUNT(kNext) == TG_CLONE_STATE_COUNT,
                "an arrow set per state");
@@ -49,6 +52,7 @@ const tg_clone_ops_t tg_clone_read_consumer_ops = {
     .read = tg_consumer_read_buffers,
     .stats = tg_consumer_get_trace_stats,
     .free = tg_consumer_free_buffers,
+    .enable = tg_consumer_enable_tracing,
 };
 
 static uint64_t now_ms(const tg_clone_read_t *e) {
@@ -194,11 +198,12 @@ static void read_next(tg_clone_read_t *e) {
   if (rv < 0) read_failed(e, rv, tg_strerror(rv));
 }
 
+/* The clone answered, or the session ended (TRACING): read it out. */
 static void on_cloned(tg_consumer_t *c, void *ctx, int status,
                       const char *msg) {
   (void)c;
   tg_clone_read_t *e = ctx;
-  if (e->st != TG_CLONE_CLONING) return;
+  if (e->st != TG_CLONE_CLONING && e->st != TG_CLONE_TRACING) return;
   heard(e);
   if (status) {
     fail(e, status, msg);
@@ -239,6 +244,20 @@ int tg_clone_read_start(tg_clone_read_t *e, tg_consumer_t *c,
   return 0;
 }
 
+int tg_clone_read_start_session(tg_clone_read_t *e, tg_consumer_t *c,
+                                const uint8_t *config, size_t len) {
+  if (e->st != TG_CLONE_CONNECTING || !e->o.ops->enable) {
+    set_state(e, TG_CLONE_TRACING); /* refused: counted, logged */
+    return -EINVAL;
+  }
+  int rv = e->o.ops->enable(c, config, len, -1, on_cloned, e);
+  if (rv < 0) return rv;
+  e->c = c;
+  heard(e);
+  set_state(e, TG_CLONE_TRACING);
+  return 0;
+}
+
 tg_clone_state_t tg_clone_read_cancel(tg_clone_read_t *e, int status,
                                       const char *msg) {
   if (tg_clone_read_over(e)) return e->st;
@@ -265,8 +284,10 @@ tg_clone_verdict_t tg_clone_read_check(tg_clone_read_t *e) {
       v.span_ms = r.span_ms;
     }
   }
+  uint64_t quiet_ms = e->o.timeout_ms;
+  if (e->st == TG_CLONE_TRACING) quiet_ms += e->o.run_ms;
   if (v.cut == TG_CLONE_CUT_NONE &&
-      now - (int64_t)e->heard_ms >= (int64_t)e->o.timeout_ms)
+      now - (int64_t)e->heard_ms >= (int64_t)quiet_ms)
     v.cut = TG_CLONE_CUT_SILENT;
   if (v.cut == TG_CLONE_CUT_NONE) return v;
   note_failure(e, -ETIMEDOUT,

@@ -1,15 +1,20 @@
-/* The clone read-out engine: one clone of a tracing session, from the
- * CloneSession request to FreeBuffers, on a connection its caller owns.
- * `tracegate record --clone` (and --save-for-bugreport), the snapshots of
- * `tracegate record` with CLONE_SNAPSHOT triggers and every host of a
- * collector's snapshot run it; what they do with the packets (a file, the
- * merge) and how they say a failure stays with them.
+/* The read-out engine: one clone of a tracing session, from the
+ * CloneSession request to FreeBuffers, on a connection its caller owns;
+ * or a short session of its own, from EnableTracing with a duration to
+ * FreeBuffers. `tracegate record --clone` (and --save-for-bugreport), the
+ * snapshots of `tracegate record` with CLONE_SNAPSHOT triggers and every
+ * host of a collector's snapshot run the first; the collector's perf boost
+ * (a window sampled faster after a trigger) runs the second. What they do
+ * with the packets (a file, the merge) and how they say a failure stays
+ * with them.
  *
- *   CONNECTING --start--> CLONING --cloned--> READING --a read that brings
- *   nothing new, or max_reads--> STATS (GetTraceStats, when asked for) -->
- *   FREEING (FreeBuffers) --freed, or not--> DONE
+ *   CONNECTING --start--> CLONING --cloned--> READING
+ *   CONNECTING --start_session--> TRACING --the session ended--> READING
+ *   READING --a read that brings nothing new, or max_reads--> STATS
+ *   (GetTraceStats, when asked for) --> FREEING (FreeBuffers) --freed, or
+ *   not--> DONE
  *
- * A failure of the clone or of a read ends FAILED: at once, or through
+ * A failure of the clone, of the session or of a read ends FAILED: at once, or through
  * FREEING when free_on_error asks for the clone to be freed on a
  * connection that goes on. Statistics that do not come leave the loss
  * unknown (on_stats says so) and the engine goes on to FREEING; a
@@ -27,7 +32,9 @@
  * Time: the caller's clock (common/clock.h). The engine notes when its
  * connection last answered (any reply, any packet); tg_clone_read_check(),
  * called from the caller's own timer, cuts a clone silent for timeout_ms
- * in any live state, and one that reads under min_rate bytes a second
+ * in any live state (run_ms more while TRACING: the session's own
+ * duration, when the service says nothing), and one that reads under
+ * min_rate bytes a second
  * over timeout_ms (clone_rate.h), so that the collector's clone_timeout
  * and clone_min_rate are judged in this one place on any clock.
  *
@@ -54,6 +61,7 @@ typedef struct tg_clone_read tg_clone_read_t;
 typedef enum tg_clone_state {
   TG_CLONE_CONNECTING, /* the caller's connection is not bound yet */
   TG_CLONE_CLONING,    /* CloneSession sent */
+  TG_CLONE_TRACING,    /* EnableTracing sent: the session runs its duration */
   TG_CLONE_READING,    /* ReadBuffers, one after the other */
   TG_CLONE_STATS,      /* GetTraceStats sent */
   TG_CLONE_FREEING,    /* FreeBuffers sent */
@@ -63,7 +71,8 @@ typedef enum tg_clone_state {
 } tg_clone_state_t;
 
 /* Whether the diagram has an arrow |from| -> |to|; written out:
- *   CONNECTING -> CLONING, FAILED      CLONING -> READING, FAILED
+ *   CONNECTING -> CLONING, TRACING, FAILED
+ *   CLONING    -> READING, FAILED      TRACING -> READING, FAILED
  *   READING    -> STATS, FREEING, FAILED
  *   STATS      -> FREEING, DONE, FAILED
  *   FREEING    -> DONE, FAILED
@@ -84,6 +93,9 @@ typedef struct tg_clone_ops {
               tg_consumer_done_cb on_done, void *ctx);
   int (*stats)(tg_consumer_t *c, tg_consumer_stats_cb cb, void *ctx);
   int (*free)(tg_consumer_t *c, tg_consumer_done_cb cb, void *ctx);
+  /* tg_consumer_enable_tracing's (for tg_clone_read_start_session). */
+  int (*enable)(tg_consumer_t *c, const uint8_t *config, size_t len, int fd,
+                tg_consumer_done_cb on_ended, void *ctx);
 } tg_clone_ops_t;
 
 extern const tg_clone_ops_t tg_clone_read_consumer_ops;
@@ -96,6 +108,8 @@ typedef struct tg_clone_read_opts {
   uint64_t timeout_ms; /* silence that cuts the clone; 0: none */
   uint64_t min_rate;   /* bytes a second over timeout_ms while reading;
                         * 0: no floor (needs timeout_ms) */
+  uint64_t run_ms;     /* TRACING: the session's duration, silence that
+                        * does not count against timeout_ms */
   const tg_clone_ops_t *ops; /* NULL: tg_clone_read_consumer_ops */
 } tg_clone_read_opts_t;
 
@@ -157,6 +171,16 @@ void tg_clone_read_init(tg_clone_read_t *e, const tg_clock_t *clock,
  * transition, counted). No callback runs for an error. */
 int tg_clone_read_start(tg_clone_read_t *e, tg_consumer_t *c,
                         const tg_consumer_clone_args_t *args);
+
+/* The connection |c| is bound: EnableTracing with the serialised
+ * TraceConfig |config| (|len| bytes, borrowed for the call), which should
+ * carry a duration_ms: its answer comes when the session ends, and the
+ * engine then reads it out as a clone (-> TRACING). Returns as
+ * tg_clone_read_start(). A session that fails or is refused ends FAILED
+ * with failed_in TRACING; nothing is freed (the service keeps no buffers
+ * of a session it refused; one it failed goes with the connection). */
+int tg_clone_read_start_session(tg_clone_read_t *e, tg_consumer_t *c,
+                                const uint8_t *config, size_t len);
 
 /* The caller ends the clone (its connection goes, the caller failed it):
  * a clone read whole (STATS, FREEING, no failure noted on the way) ends

@@ -18,6 +18,8 @@
 #include "collector/daemon/boost_seq.h"
 #include "collector/daemon/data_window.h"
 #include "collector/snapshot_id.h"
+#include "consumer/clone_read.h"
+#include "common/fsm.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/notice.h"
@@ -38,18 +40,41 @@ struct coll_boost_cfg {
   Perfetto__Protos__TraceConfig *tc; /* the same, unpacked: not_offered */
 };
 
+/* A host's boost (boost.h's diagram); the read-out's own steps are the
+ * engine's (consumer/clone_read.h), from TRACING to DONE, while RUN.
+ * Written only by bh_set, against kNext. */
 typedef enum {
   BH_NONE,   /* no boost: the host was not cloned */
-  BH_HELD,   /* another snapshot's boost runs on the host */
+  BH_HELD,   /* another snapshot's boost runs on the host: none started */
   BH_BUDGET, /* a budget had no room for it: none started */
-  BH_DIAL,
-  BH_RUN,   /* EnableTracing sent: sampling until the window ends */
-  BH_READ,
-  BH_STATS,
-  BH_FREE,
-  BH_CLOSING,
+  BH_DIAL,   /* its connection dialing */
+  BH_RUN,    /* the engine at work: the session, then its read-out */
+  BH_CLOSING, /* the connection closing, then its transport released */
   BH_RELEASED,
+  BH_STATE_COUNT
 } bh_state_t;
+
+#define B(x) TG_FSM_BIT(BH_##x)
+static const uint32_t kNext[] = {
+    [BH_NONE] = B(HELD) | B(BUDGET) | B(DIAL) | B(RELEASED),
+    [BH_HELD] = 0,
+    [BH_BUDGET] = 0,
+    [BH_DIAL] = B(RUN) | B(CLOSING),
+    [BH_RUN] = B(CLOSING),
+    [BH_CLOSING] = B(RELEASED),
+    [BH_RELEASED] = 0,
+};
+#undef B
+static const char *const kStateNames[] = {
+    [BH_NONE] = "none",       [BH_HELD] = "held",       [BH_BUDGET] = "budget",
+    [BH_DIAL] = "dial",       [BH_RUN] = "run",         [BH_CLOSING] = "closing",
+    [BH_RELEASED] = "released"};
+_Static_assert(TG_FSM_COUNT(kNext) == BH_STATE_COUNT, "an arrow set per state");
+_Static_assert(TG_FSM_COUNT(kStateNames) == BH_STATE_COUNT, "a name per state");
+static const tg_fsm_def_t kBhDef = {.what = "perf boost",
+                                    .n_states = BH_STATE_COUNT,
+                                    .next = kNext,
+                                    .names = kStateNames};
 
 /* Why a boost failed: a token of its row (docs/collector.md). */
 typedef enum {
@@ -82,7 +107,8 @@ typedef struct coll_boost_host {
   coll_host_t *h;
   tg_consumer_t *c;
   void *conn;
-  bh_state_t st;
+  bh_state_t st;      /* written only by bh_set */
+  tg_clone_read_t e;  /* the session and its read-out, while RUN */
   bh_reason_t reason;
   bool failed;
   uint64_t held_by; /* BH_HELD: the snapshot whose boost runs */
@@ -91,16 +117,19 @@ typedef struct coll_boost_host {
   coll_boost_verdict_t over;
   int64_t used_ms, limit_ms, refill_in_ms;
   int64_t start_ms; /* coll_loop_ms when dialed: its ledger span's start */
-  uint64_t samples, packets, bytes, read_packets, stored, loss;
+  uint64_t samples, packets, bytes, stored, loss;
   coll_window_t win;        /* its packets' times (data_window.h) */
   tg_ftrace_loss_t started; /* the service's not-started data sources */
   char err[TG_COLL_ERROR_MAX + 1];
   char row[TG_COLL_BOOST_MAX + 1];
+  char name[TG_COLL_HOST_MAX + 32]; /* the engine's, for its log lines */
 } coll_boost_host_t;
 
 struct coll_boosts {
   coll_t *c;
-  coll_snap_t *s;
+  coll_snap_t *s;    /* handed back through c->on, never called */
+  uint64_t snap_id;  /* its id and trigger time (coll_loop_ms) */
+  int64_t started_ms;
   size_t n, open;
   int64_t deadline_ms; /* coll_loop_ms by which every boost is released */
   /* The shard's hosts' budget used, summed at the start and grown by each
@@ -257,30 +286,52 @@ const uint8_t *coll_boost_config(const coll_t *c, size_t *len) {
 
 /* --- one host's boost --------------------------------------------------------- */
 
-static void bh_close(coll_boost_host_t *bh);
-
-static void bh_fail(coll_boost_host_t *bh, bh_reason_t reason,
-                    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void bh_fail(coll_boost_host_t *bh, bh_reason_t reason,
-                    const char *fmt, ...) {
-  if (!bh->failed) {
-    bh->failed = true;
-    bh->reason = reason;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(bh->err, sizeof(bh->err), fmt, ap);
-    va_end(ap);
-    TG_WARN("snapshot %016" PRIx64 ": host %s: %s perf boost: %s",
-            coll_snap_id(bh->b->s), bh->h->t.spec,
-            TG_NOTE(COLLECTOR_PERF_BOOST_FAILED), bh->err);
-  }
-  bh_close(bh);
+static void bh_set(coll_boost_host_t *bh, bh_state_t to) {
+  char who[TG_COLL_HOST_MAX + 40];
+  snprintf(who, sizeof(who), "%s of snapshot %016" PRIx64, bh->h->t.spec,
+           bh->b->snap_id);
+  unsigned st = bh->st;
+  if (tg_fsm_move(&kBhDef, &st, to, &bh->b->c->counts.boost_bad_transitions,
+                  who, NULL))
+    bh->st = to;
 }
 
+/* The boost's first failure: what its row says. Logged once. */
+static void bh_note(coll_boost_host_t *bh, bh_reason_t reason,
+                    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void bh_note(coll_boost_host_t *bh, bh_reason_t reason,
+                    const char *fmt, ...) {
+  if (bh->failed) return;
+  bh->failed = true;
+  bh->reason = reason;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(bh->err, sizeof(bh->err), fmt, ap);
+  va_end(ap);
+  TG_WARN("snapshot %016" PRIx64 ": host %s: %s perf boost: %s",
+          bh->b->snap_id, bh->h->t.spec, TG_NOTE(COLLECTOR_PERF_BOOST_FAILED),
+          bh->err);
+}
+
+/* The connection goes: the engine hears no more of it. */
 static void bh_close(coll_boost_host_t *bh) {
-  if (bh->st >= BH_CLOSING || bh->st < BH_DIAL) return;
-  bh->st = BH_CLOSING;
+  if (bh->st != BH_DIAL && bh->st != BH_RUN) return;
+  tg_clone_read_cancel(&bh->e, TG_EPEER_CLOSED, "the boost's connection closed");
+  bh_set(bh, BH_CLOSING);
   tg_consumer_close(bh->c);
+}
+
+#define bh_fail(bh, reason, ...)          \
+  do {                                    \
+    bh_note((bh), (reason), __VA_ARGS__); \
+    bh_close(bh);                         \
+  } while (0)
+
+/* Whether the boost's read-out is whole: only its statistics or the
+ * freeing are left (or done). */
+static bool read_whole(const coll_boost_host_t *bh) {
+  tg_clone_state_t st = tg_clone_read_state(&bh->e);
+  return st == TG_CLONE_STATS || st == TG_CLONE_FREEING || st == TG_CLONE_DONE;
 }
 
 static void on_gone(void *ctx, const char *detail) {
@@ -292,7 +343,7 @@ static void on_gone(void *ctx, const char *detail) {
       strlen(bh->err) + 3 < sizeof(bh->err))
     snprintf(bh->err + strlen(bh->err), sizeof(bh->err) - strlen(bh->err),
              " (%s)", detail);
-  bh->st = BH_RELEASED;
+  bh_set(bh, BH_RELEASED);
   bh->c = NULL;
   if (bh->h->boosting == bh) bh->h->boosting = NULL;
   /* Its session is gone with the connection: a boost that ended before
@@ -303,52 +354,20 @@ static void on_gone(void *ctx, const char *detail) {
   b->c->counts.perf_boost_ms += (uint64_t)ran;
   b->c->counts.perf_boosts[bh->failed ? COLL_BOOST_FAILED : COLL_BOOST_SHARP]++;
   b->open--;
-  coll_snap_boost_released(b->s);
+  b->c->on.boost_released(b->s);
 }
 
 static void on_close(tg_consumer_t *c, int status, const char *msg) {
   coll_boost_host_t *bh = tg_consumer_data(c);
-  if (bh->st < BH_FREE && !bh->failed) {
-    bh->failed = true;
-    bh->reason = BR_LOST;
-    snprintf(bh->err, sizeof(bh->err), "the connection closed: %s",
-             status ? msg : "before the boost was read");
-    TG_WARN("snapshot %016" PRIx64 ": host %s: %s perf boost: %s",
-            coll_snap_id(bh->b->s), bh->h->t.spec,
-            TG_NOTE(COLLECTOR_PERF_BOOST_FAILED), bh->err);
-  }
+  if (!read_whole(bh))
+    bh_note(bh, BR_LOST, "the connection closed: %s",
+            status ? msg : "before the boost was read");
+  tg_clone_read_cancel(&bh->e, status ? status : TG_EPEER_CLOSED, msg);
   /* The consumer is freed once this returns: nothing may close it again
    * (a tick, a cut) until the transport is released. */
-  bh->st = BH_CLOSING;
+  if (bh->st != BH_CLOSING) bh_set(bh, BH_CLOSING);
   bh->c = NULL;
   bh->b->c->dialer.release(bh->conn, on_gone, bh);
-}
-
-static void on_freed(tg_consumer_t *c, void *ctx, int status, const char *msg) {
-  (void)c;
-  (void)status;
-  (void)msg;
-  bh_close(ctx); /* the service frees it with the connection anyway */
-}
-
-static void free_boost(coll_boost_host_t *bh) {
-  bh->st = BH_FREE;
-  if (tg_consumer_free_buffers(bh->c, on_freed, bh) < 0) bh_close(bh);
-}
-
-/* What the boost's buffer could not hold: its window's tail. */
-static void on_stats(tg_consumer_t *c, void *ctx, int status, const char *msg,
-                     const Perfetto__Protos__TraceStats *st) {
-  (void)c;
-  (void)msg;
-  coll_boost_host_t *bh = ctx;
-  if (bh->st != BH_STATS) return;
-  for (size_t i = 0; !status && st && i < st->n_buffer_stats; i++) {
-    const Perfetto__Protos__TraceStats__BufferStats *s = st->buffer_stats[i];
-    bh->loss += s->chunks_discarded + s->patches_failed + s->abi_violations +
-                s->trace_writer_packet_loss;
-  }
-  free_boost(bh);
 }
 
 /* The service's word on linux.perf, read from the boost's packets: a
@@ -362,30 +381,10 @@ static void check_started(coll_boost_host_t *bh) {
     if (p->reason != TG_DS_NOT_STARTED || strcmp(p->data_source, PERF_DS))
       continue;
     char line[TG_DS_WHY_MAX + TG_DS_NAME_MAX + 32];
-    bh_fail(bh, BR_NOT_STARTED, "%s",
+    bh_note(bh, BR_NOT_STARTED, "%s",
             tg_ds_problem_line(p, line, sizeof(line)));
     return;
   }
-}
-
-static void read_more(coll_boost_host_t *bh);
-
-static void on_read(tg_consumer_t *c, void *ctx, int status, const char *msg) {
-  (void)c;
-  coll_boost_host_t *bh = ctx;
-  if (bh->st != BH_READ) return;
-  if (status) {
-    bh_fail(bh, BR_LOST, "reading the boost: %s", msg);
-    return;
-  }
-  if (bh->read_packets) { /* until a read brings nothing */
-    read_more(bh);
-    return;
-  }
-  check_started(bh);
-  if (bh->failed) return;
-  bh->st = BH_STATS;
-  if (tg_consumer_get_trace_stats(bh->c, on_stats, bh) < 0) free_boost(bh);
 }
 
 /* |p| with its sequence moved (boost_seq.h) in b->moved, or as it is.
@@ -410,7 +409,7 @@ static int move_seq(coll_boost_host_t *bh, const uint8_t *p, size_t n,
     case COLL_BOOST_SEQ_DROP:
       return 1;
     case COLL_BOOST_SEQ_TOO_HIGH:
-      bh_fail(bh, BR_TOO_BIG, "sequence id %" PRIu64 " is past the %u a "
+      bh_note(bh, BR_TOO_BIG, "sequence id %" PRIu64 " is past the %u a "
               "boost may number", sc.seq, COLL_BOOST_SEQ_MAX);
       return -ECANCELED;
     case COLL_BOOST_SEQ_MOVE:
@@ -426,12 +425,13 @@ static int move_seq(coll_boost_host_t *bh, const uint8_t *p, size_t n,
   return 0;
 }
 
-static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
-  (void)c;
-  coll_boost_host_t *bh = ctx;
+/* --- the engine's callbacks (consumer/clone_read.h) ------------------------------ */
+
+static int on_packet(tg_clone_read_t *e, const uint8_t *p, size_t n) {
+  coll_boost_host_t *bh = e->data;
   coll_boosts_t *b = bh->b;
   if (bh->stored + n > b->cap) {
-    bh_fail(bh, BR_TOO_BIG, "sent more than its cap of %" PRIu64 " bytes "
+    bh_note(bh, BR_TOO_BIG, "sent more than its cap of %" PRIu64 " bytes "
             "(4 times perf_boost_buffer and 1 MiB)", b->cap);
     return -ECANCELED;
   }
@@ -445,62 +445,86 @@ static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
   int rv = move_seq(bh, p, n, &q, &qn, &sample);
   if (rv < 0) return rv;
   bh->packets++;
-  bh->read_packets++;
   bh->bytes += n;
   if (rv == 1) return 0;
-  rv = coll_snap_merge_boost(b->s, bh->k, q, qn, &bh->stored);
+  rv = b->c->on.boost_packet(b->s, bh->k, q, qn, &bh->stored);
   if (rv == TG_ETOO_MANY_SEQUENCES) {
-    bh_fail(bh, BR_TOO_BIG, "sent more packet sequences than the merge "
+    bh_note(bh, BR_TOO_BIG, "sent more packet sequences than the merge "
             "maps for one host");
     return -ECANCELED;
   }
   if (rv < 0) {
-    bh_fail(bh, BR_LOST, "merging its packets: %s", tg_strerror(rv));
+    bh_note(bh, BR_LOST, "merging its packets: %s", tg_strerror(rv));
     return -ECANCELED;
   }
   bh->samples += sample;
   return 0;
 }
 
-static void read_more(coll_boost_host_t *bh) {
-  bh->read_packets = 0;
-  int rv = tg_consumer_read_buffers(bh->c, on_packet, on_read, bh);
-  if (rv < 0) bh_fail(bh, BR_LOST, "reading the boost: %s", tg_strerror(rv));
+/* A read answered: the last one (it brought nothing) is where the
+ * session's packets have all said whether linux.perf started. */
+static int on_progress(tg_clone_read_t *e, uint64_t packets) {
+  coll_boost_host_t *bh = e->data;
+  if (packets) return 0;
+  check_started(bh);
+  return bh->failed ? -ECANCELED : 0;
 }
 
-/* The session ended: its window is over (duration_ms), the service
- * refused it or failed it, or the connection was lost under it (the
- * call's reply never came: not the service's refusal). */
-static void on_ended(tg_consumer_t *c, void *ctx, int status, const char *msg) {
-  (void)c;
-  coll_boost_host_t *bh = ctx;
-  if (bh->st != BH_RUN) return;
-  if (status) {
-    bh_fail(bh, status == TG_EPEER_CLOSED ? BR_LOST : BR_REFUSED,
-            "the boost session: %s", msg);
-    return;
-  }
-  TG_DEBUG("snapshot %016" PRIx64 ": host %s: perf boost ended, %.3f s "
-           "after the trigger", coll_snap_id(bh->b->s), bh->h->t.spec,
-           (double)(coll_loop_ms(bh->b->c) - coll_snap_started_ms(bh->b->s)) /
-               1e3);
-  bh->st = BH_READ;
-  read_more(bh);
+/* What the boost's buffer could not hold: its window's tail. */
+static void on_stats(tg_clone_read_t *e, int status, const char *msg,
+                     const Perfetto__Protos__TraceStats *st, uint64_t loss) {
+  (void)msg;
+  (void)st;
+  coll_boost_host_t *bh = e->data;
+  if (!status) bh->loss = loss;
 }
+
+static void on_step(tg_clone_read_t *e, tg_clone_state_t from,
+                    tg_clone_state_t to) {
+  coll_boost_host_t *bh = e->data;
+  if (from == TG_CLONE_TRACING && to == TG_CLONE_READING)
+    TG_DEBUG("snapshot %016" PRIx64 ": host %s: perf boost ended, %.3f s "
+             "after the trigger", bh->b->snap_id, bh->h->t.spec,
+             (double)(coll_loop_ms(bh->b->c) - bh->b->started_ms) / 1e3);
+}
+
+/* DONE: read, counted and freed. FAILED: the session was refused or
+ * failed, or its connection was lost under it (the call's reply never
+ * came: not the service's refusal), or a read failed. */
+static void on_end(tg_clone_read_t *e, int status, const char *msg) {
+  coll_boost_host_t *bh = e->data;
+  if (status) {
+    if (tg_clone_read_failed_in(e) == TG_CLONE_TRACING)
+      bh_note(bh, status == TG_EPEER_CLOSED ? BR_LOST : BR_REFUSED,
+              "the boost session: %s", msg);
+    else
+      bh_note(bh, BR_LOST, "reading the boost: %s", msg);
+  }
+  bh_close(bh);
+}
+
+static const tg_clone_read_cbs_t kEngineCbs = {.on_state = on_step,
+                                               .on_packet = on_packet,
+                                               .on_progress = on_progress,
+                                               .on_stats = on_stats,
+                                               .on_end = on_end};
+
+/* --- the connection --------------------------------------------------------------- */
 
 /* Whether any producer on the host offers linux.perf: without one the
  * session would run its window with nothing in it. */
-static void on_state(tg_consumer_t *c, void *ctx, int status, const char *msg,
-                     bool has_more,
-                     const Perfetto__Protos__TracingServiceState *st) {
+static void on_service_state(tg_consumer_t *c, void *ctx, int status,
+                             const char *msg, bool has_more,
+                             const Perfetto__Protos__TracingServiceState *st) {
   (void)c;
   (void)has_more;
   coll_boost_host_t *bh = ctx;
-  if (bh->st != BH_RUN) return;
+  if (bh->st != BH_RUN || tg_clone_read_state(&bh->e) != TG_CLONE_TRACING)
+    return;
   if (status || !st) {
     /* The session's own packets will say whether it started. */
     TG_DEBUG("snapshot %016" PRIx64 ": host %s: perf boost: the service's "
-             "state: %s", coll_snap_id(bh->b->s), bh->h->t.spec, msg);
+             "state: %s", bh->b->snap_id, bh->h->t.spec, msg);
     return;
   }
   tg_ds_problems_t ps = {0};
@@ -511,6 +535,8 @@ static void on_state(tg_consumer_t *c, void *ctx, int status, const char *msg,
           tg_ds_problem_line(&ps.items[0], line, sizeof(line)));
 }
 
+/* The session runs for the window (duration_ms) on the engine, and is
+ * read out once its end is answered. */
 static void on_ready(tg_consumer_t *c, int status, const char *msg) {
   coll_boost_host_t *bh = tg_consumer_data(c);
   if (bh->st != BH_DIAL) return;
@@ -519,17 +545,17 @@ static void on_ready(tg_consumer_t *c, int status, const char *msg) {
     return;
   }
   const struct coll_boost_cfg *bc = bh->b->c->boost;
-  int rv = tg_consumer_enable_tracing(c, bc->wire, bc->len, -1, on_ended, bh);
+  int rv = tg_clone_read_start_session(&bh->e, c, bc->wire, bc->len);
   if (rv < 0) {
     bh_fail(bh, BR_REFUSED, "%s: %s", tg_cport_name(TG_CPORT_EnableTracing),
             tg_strerror(rv));
     return;
   }
-  bh->st = BH_RUN;
-  rv = tg_consumer_query_service_state(c, false, true, on_state, bh);
+  bh_set(bh, BH_RUN);
+  rv = tg_consumer_query_service_state(c, false, true, on_service_state, bh);
   if (rv < 0)
     TG_DEBUG("snapshot %016" PRIx64 ": host %s: perf boost: cannot ask the "
-             "service's state: %s", coll_snap_id(bh->b->s), bh->h->t.spec,
+             "service's state: %s", bh->b->snap_id, bh->h->t.spec,
              tg_strerror(rv));
 }
 
@@ -585,7 +611,7 @@ static bool over_budget(coll_boost_host_t *bh) {
   coll_boost_verdict_t v = coll_boost_decide(&bb, used, b->fleet_used, c->n);
   if (v == COLL_BOOST_BUDGET_OK) return false;
   bool host = v == COLL_BOOST_BUDGET_HOST;
-  bh->st = BH_BUDGET;
+  bh_set(bh, BH_BUDGET);
   bh->over = v;
   bh->used_ms = host ? used : b->fleet_used;
   bh->limit_ms = host ? coll_boost_host_limit(&bb)
@@ -599,7 +625,7 @@ static bool over_budget(coll_boost_host_t *bh) {
     TG_WARN("snapshot %016" PRIx64 ": host %s: %s no perf boost: the %s "
             "budget used %" PRId64 " of its %" PRId64 " ms in the last "
             "%" PRId64 " s; room again in %" PRId64 " s (%" PRIu64 " refused "
-            "by it so far)", coll_snap_id(b->s), bh->h->t.spec,
+            "by it so far)", b->snap_id, bh->h->t.spec,
             TG_NOTE(COLLECTOR_PERF_BOOST_BUDGET), coll_boost_budget_name(v),
             bh->used_ms, bh->limit_ms, bb.window_ms / 1000,
             (bh->refill_in_ms + 999) / 1000, k);
@@ -636,21 +662,24 @@ void coll_boost_fleet(const coll_t *c, coll_boost_fleet_t *out) {
 
 /* --- a snapshot's boosts ------------------------------------------------------ */
 
-coll_boosts_t *coll_boosts_new(coll_t *c, coll_snap_t *s, size_t n) {
+coll_boosts_t *coll_boosts_new(coll_t *c, coll_snap_t *s, uint64_t snap_id,
+                               int64_t started_ms, size_t n) {
   if (!c->boost || !n) return NULL;
   coll_boosts_t *b = calloc(1, sizeof(*b));
   if (b) b->hosts = calloc(n, sizeof(*b->hosts));
   if (!b || !b->hosts) {
     free(b);
     TG_WARN("snapshot %016" PRIx64 ": %s out of memory for its perf boosts: "
-            "none started", coll_snap_id(s),
+            "none started", snap_id,
             TG_NOTE(COLLECTOR_PERF_BOOST_FAILED));
     return NULL;
   }
   b->c = c;
   b->s = s;
+  b->snap_id = snap_id;
+  b->started_ms = started_ms;
   b->n = n;
-  b->deadline_ms = coll_snap_started_ms(s) + c->cfg.perf_boost_window_ms +
+  b->deadline_ms = started_ms + c->cfg.perf_boost_window_ms +
                    c->cfg.clone_timeout_ms;
   b->cap = c->cfg.perf_boost_buffer * CAP_FACTOR + CAP_SLACK;
   coll_boost_fleet_t f;
@@ -671,35 +700,42 @@ void coll_boosts_start(coll_boosts_t *b, size_t k, coll_host_t *h) {
   coll_boost_host_t *bh = &b->hosts[k];
   bh->h = h;
   if (h->boosting) {
-    bh->st = BH_HELD;
-    bh->held_by = coll_snap_id(h->boosting->b->s);
+    bh_set(bh, BH_HELD);
+    bh->held_by = h->boosting->b->snap_id;
     b->c->counts.perf_boosts[COLL_BOOST_HELD]++;
     TG_INFO("snapshot %016" PRIx64 ": host %s: its perf boost runs for "
-            "snapshot %016" PRIx64 ": none started", coll_snap_id(b->s),
+            "snapshot %016" PRIx64 ": none started", b->snap_id,
             h->t.spec, bh->held_by);
     return;
   }
   if (over_budget(bh)) return;
+  /* The engine reads the whole window once its session ends, with the
+   * loss counters; nothing is freed after a failure: the connection
+   * goes, and the service frees the session with it. */
+  snprintf(bh->name, sizeof(bh->name), "perf boost of %s", h->t.spec);
+  tg_clone_read_init(&bh->e, b->c->clock,
+                     &(tg_clone_read_opts_t){.stats = true}, &kEngineCbs,
+                     bh->name, bh);
   char err[512] = "";
   tg_consumer_t *cons = NULL;
   void *conn = NULL;
   int rv = b->c->dialer.open(b->c->dialer.ctx, h->fh, &boost_cbs, &cons, &conn,
                              err, sizeof(err));
   if (rv < 0) {
-    bh->st = BH_RELEASED;
+    bh_set(bh, BH_RELEASED);
     bh->failed = true;
     bh->reason = BR_UNREACHABLE;
     b->c->counts.perf_boosts[COLL_BOOST_FAILED]++;
     snprintf(bh->err, sizeof(bh->err), "cannot connect: %.400s", err);
     TG_WARN("snapshot %016" PRIx64 ": host %s: %s perf boost: %s",
-            coll_snap_id(b->s), h->t.spec,
-            TG_NOTE(COLLECTOR_PERF_BOOST_FAILED), bh->err);
+            b->snap_id, h->t.spec, TG_NOTE(COLLECTOR_PERF_BOOST_FAILED),
+            bh->err);
     return;
   }
   tg_consumer_set_data(cons, bh);
   bh->c = cons;
   bh->conn = conn;
-  bh->st = BH_DIAL;
+  bh_set(bh, BH_DIAL);
   /* Charged its whole window now (boost_budget.h), cut at its release. */
   const tg_coll_config_t *g = &b->c->cfg;
   bh->start_ms = coll_loop_ms(b->c);
@@ -718,7 +754,7 @@ void coll_boosts_tick(coll_boosts_t *b, int64_t now_ms) {
   const tg_coll_config_t *g = &b->c->cfg;
   for (size_t i = 0; i < b->n; i++) {
     coll_boost_host_t *bh = &b->hosts[i];
-    if (bh->st < BH_DIAL || bh->st >= BH_CLOSING) continue;
+    if (bh->st != BH_DIAL && bh->st != BH_RUN) continue;
     bh_fail(bh, BR_TIMEOUT, "not read within perf_boost_window + "
             "clone_timeout (%" PRId64 " ms) of the trigger",
             g->perf_boost_window_ms + g->clone_timeout_ms);
@@ -728,9 +764,8 @@ void coll_boosts_tick(coll_boosts_t *b, int64_t now_ms) {
 void coll_boosts_end(coll_boosts_t *b, const char *why) {
   for (size_t i = 0; b && i < b->n; i++) {
     coll_boost_host_t *bh = &b->hosts[i];
-    if (bh->st < BH_DIAL || bh->st >= BH_CLOSING) continue;
-    /* Read whole: only its statistics or the freeing are left. */
-    if (bh->st >= BH_STATS) bh_close(bh);
+    if (bh->st != BH_DIAL && bh->st != BH_RUN) continue;
+    if (read_whole(bh)) bh_close(bh);
     else bh_fail(bh, BR_CUT, "%s", why);
   }
 }
@@ -799,7 +834,7 @@ const char *coll_boosts_row(coll_boosts_t *b, size_t k) {
   if (!text || strlen(text) > TG_COLL_BOOST_MAX) {
     free(text);
     TG_WARN("snapshot %016" PRIx64 ": host %s: its perf boost's row field "
-            "could not be made (out of memory)", coll_snap_id(b->s),
+            "could not be made (out of memory)", b->snap_id,
             bh->h->t.spec);
     return NULL;
   }

@@ -6,10 +6,17 @@
  * time before the trigger at its own rate; the boost sharpens what comes
  * after it.
  *
- * A host's boost, in order (one state per host, bh_state_t in boost.c):
- *   DIAL --on_ready--> RUN (EnableTracing with duration_ms = the window,
- *   QueryServiceState beside it) --the session ended--> READ --read,
- *   nothing more--> STATS --> FREE --freed--> (close) --> released
+ * A host's boost, in order (one state per host, bh_state_t in boost.c,
+ * with its table and one setter under common/fsm.h's policy):
+ *   DIAL --on_ready--> RUN --the engine done, or a failure--> CLOSING
+ *   --its transport released--> RELEASED
+ * (or at once HELD, BUDGET, or RELEASED when it cannot be dialed). While
+ * RUN the read-out engine (consumer/clone_read.h) does the work: a session
+ * of its own (EnableTracing with duration_ms = the window; a
+ * QueryServiceState beside it asks whether any producer offers
+ * linux.perf), read out once it ends, its loss counters, FreeBuffers.
+ * boost.c keeps the policy: whether a boost starts, its deadline, its
+ * cap, what a packet becomes, the row.
  * Any error closes the connection and fails the boost, never the host nor
  * the snapshot: the ring's clone is stored whatever the boost does. A
  * host's boosts are one at a time: a snapshot that finds one running on a
@@ -32,6 +39,10 @@
  * each boost packet gets COLL_BOOST_SEQ_BASE added to its
  * trusted_packet_sequence_id (a field appended: the last one wins) before
  * the merge moves it into the host's range.
+ *
+ * Its packets go into the snapshot's file and its end lets the snapshot
+ * finish through coll_t.on (coll_events_t's boost_packet,
+ * boost_released): boost.c never calls snap.c, which calls it.
  *
  * Owns: the boost's TraceConfig (coll_t.boost, made once from the flight
  * config) and each snapshot's coll_boosts_t. Runs on the loop thread.
@@ -89,9 +100,12 @@ typedef struct coll_boost_fleet {
 } coll_boost_fleet_t;
 void coll_boost_fleet(const coll_t *c, coll_boost_fleet_t *out);
 
-/* The boosts of snapshot |s| of |n| hosts; NULL when the collector has
- * none (perf_boost_window 0) or out of memory (said in the log). */
-coll_boosts_t *coll_boosts_new(coll_t *c, coll_snap_t *s, size_t n);
+/* The boosts of snapshot |s| (its id |snap_id|, triggered at
+ * |started_ms| on coll_loop_ms) of |n| hosts; NULL when the collector has
+ * none (perf_boost_window 0) or out of memory (said in the log). |s| is
+ * only handed back through c->on. */
+coll_boosts_t *coll_boosts_new(coll_t *c, coll_snap_t *s, uint64_t snap_id,
+                               int64_t started_ms, size_t n);
 /* Starts host |k|'s boost (|h|, borrowed for the snapshot's life), or
  * marks it held by the snapshot whose boost runs there, or refused by a
  * budget. */
@@ -107,24 +121,5 @@ void coll_boosts_end(coll_boosts_t *b, const char *why);
  * NULL when it had no boost. Valid until coll_boosts_free. */
 const char *coll_boosts_row(coll_boosts_t *b, size_t k);
 void coll_boosts_free(coll_boosts_t *b); /* NULL-safe */
-
-/* --- snap.c, for boost.c ------------------------------------------------- */
-
-/* The daemon's one designed back-call (docs/architecture.md, "Inside the
- * collector"): boost.c calls these of snap.c, which calls boost.c, since
- * a boost is a part of its snapshot (its packets go into the snapshot's
- * file, its connection holds the snapshot's finish) kept in a file of its
- * own for size, not a layer below it. */
-
-/* One boost packet of host |k| (its sequence already moved), merged on
- * the host's machine as its ring's are; *stored grows by the bytes it
- * took in the file. 0, or an error that fails the boost
- * (TG_ETOO_MANY_SEQUENCES, -ENOMEM, the file's). */
-int coll_snap_merge_boost(coll_snap_t *s, size_t k, const uint8_t *p,
-                          size_t n, uint64_t *stored);
-/* A boost's connection was released: the snapshot may finish. */
-void coll_snap_boost_released(coll_snap_t *s);
-/* The snapshot's trigger time (coll_loop_ms). */
-int64_t coll_snap_started_ms(const coll_snap_t *s);
 
 #endif /* TRACEGATE_COLLECTOR_DAEMON_BOOST_H */

@@ -237,6 +237,8 @@ static void coll_wire(coll_t *c) {
       .standby_closed = coll_snap_standby_closed,
       .standby_gone = coll_snap_standby_gone,
       .standby_released = coll_host_check_free,
+      .boost_packet = coll_snap_merge_boost,
+      .boost_released = coll_snap_boost_released,
       .host_tracing = coll_watch_host,
       .snapshot_done = coll_api_snapshot_done,
       .queued_begun = coll_api_queued_begun,

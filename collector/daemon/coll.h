@@ -190,6 +190,8 @@ typedef struct coll_counts {
   uint64_t snap_host_bad_transitions;
   /* A snapshot's outcome its table refused (snap.c): a bug, logged. */
   uint64_t snap_bad_transitions;
+  /* A perf boost's state its table refused (boost.c): a bug, logged. */
+  uint64_t boost_bad_transitions;
   /* Data-source problems in snapshots' host rows, by reason. */
   uint64_t ds_failures[TG_DS_REASON_COUNT];
   /* Perf boosts (boost.c) ended, by how: sharp, failed, held (none
@@ -240,6 +242,12 @@ typedef struct coll_events {
   void (*standby_released)(coll_host_t *h);
   /* hosts.c: |h|'s holder reached tracing: trigger.c's coll_watch_host. */
   void (*host_tracing)(coll_t *c, coll_host_t *h);
+  /* boost.c: one boost packet of snapshot |s|'s host |k| to merge, and a
+   * boost's connection released: snap.c's coll_snap_merge_boost,
+   * coll_snap_boost_released (boost.h). */
+  int (*boost_packet)(coll_snap_t *s, size_t k, const uint8_t *p, size_t n,
+                      uint64_t *stored);
+  void (*boost_released)(coll_snap_t *s);
   /* snap.c: |s| ended, stored or not: api.c's coll_api_snapshot_done. */
   void (*snapshot_done)(coll_t *c, coll_snap_t *s);
   /* trigger.c: the queued snapshot began as |id|, or could not (|err|):

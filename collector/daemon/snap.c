@@ -1040,7 +1040,7 @@ bool coll_snap_under_way(const coll_t *c, uint64_t id) {
  * boost each. The schedule's snapshots take none: they mark no moment. */
 static void boost_start(coll_snap_t *s) {
   if (!s->asked || !strcmp(s->trigger, "schedule") ||
-      !(s->boost = coll_boosts_new(s->c, s, s->n)))
+      !(s->boost = coll_boosts_new(s->c, s, s->id, s->started_ms, s->n)))
     return;
   for (size_t i = 0; i < s->n; i++)
     if (s->hosts[i].st != COLL_SH_SKIPPED && !s->hosts[i].failed)
@@ -1067,8 +1067,6 @@ int coll_snap_merge_boost(coll_snap_t *s, size_t k, const uint8_t *p,
 }
 
 void coll_snap_boost_released(coll_snap_t *s) { maybe_finish(s); }
-
-int64_t coll_snap_started_ms(const coll_snap_t *s) { return s->started_ms; }
 
 /* --- the start --------------------------------------------------------------- */
 

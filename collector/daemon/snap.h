@@ -1,7 +1,7 @@
 /* One fleet snapshot (snap.c): a clone of every host of a group, read
  * out, merged and stored. Below trigger.c and api.c; a snapshot ended is
- * told up through coll_t.on.snapshot_done. boost.c calls it back
- * (boost.h says why).
+ * told up through coll_t.on.snapshot_done. Its perf boosts (boost.c,
+ * below it) tell it of their packets and their end through coll_t.on.
  */
 #ifndef TRACEGATE_COLLECTOR_DAEMON_SNAP_H
 #define TRACEGATE_COLLECTOR_DAEMON_SNAP_H
@@ -17,6 +17,16 @@
  * coll_events_t's standby_closed, standby_gone. */
 void coll_snap_standby_closed(struct snap_host *sh, int status, const char *msg);
 void coll_snap_standby_gone(struct snap_host *sh, const char *detail);
+
+/* coll_events_t's boost_packet: one boost packet of host |k| (its
+ * sequence already moved), merged on the host's machine as its ring's
+ * are; *stored grows by the bytes it took in the file. 0, or an error
+ * that fails the boost (TG_ETOO_MANY_SEQUENCES, -ENOMEM, the file's). */
+int coll_snap_merge_boost(coll_snap_t *s, size_t k, const uint8_t *p,
+                          size_t n, uint64_t *stored);
+/* coll_events_t's boost_released: a boost's connection was released, the
+ * snapshot may finish. */
+void coll_snap_boost_released(coll_snap_t *s);
 
 typedef struct coll_trigger_req {
   const char *trigger; /* the trigger's name, "operator", "schedule" */

@@ -24,6 +24,7 @@
 #include "collector/daemon/shares.h"
 #include "collector/snap_index.h"
 #include "collector/store.h"
+#include "common/fsm.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/notice.h"
@@ -31,15 +32,44 @@
 #include "common/fd_write.h"
 #include "consumer/symbolize/symbolize.h"
 
+/* A kept entry's state: a slot is NONE (free), then WAITING in the queue,
+ * RUNNING on the pool, DONE or FAILED; queued again from DONE or FAILED,
+ * freed (NONE) when its snapshot is deleted under it or when a newer
+ * entry takes its slot (only a finished one's: COLL_SYMBOLS_KEPT is more
+ * than can wait and run at once). Written only by entry_move, against
+ * kSymNext under common/fsm.h's policy. */
 typedef enum sym_state {
+  SYM_NONE,
   SYM_WAITING,
   SYM_RUNNING,
   SYM_DONE,
   SYM_FAILED,
+  SYM_STATE_COUNT
 } sym_state_t;
 
-static const char *const STATE_NAMES[] = {"waiting", "running", "done",
-                                          "failed"};
+#define Y(x) TG_FSM_BIT(SYM_##x)
+static const uint32_t kSymNext[] = {
+    [SYM_NONE] = Y(WAITING) | Y(FAILED),
+    [SYM_WAITING] = Y(RUNNING) | Y(FAILED) | Y(NONE),
+    [SYM_RUNNING] = Y(DONE) | Y(FAILED) | Y(NONE),
+    [SYM_DONE] = Y(WAITING) | Y(FAILED) | Y(NONE),
+    [SYM_FAILED] = Y(WAITING) | Y(NONE),
+};
+#undef Y
+static const char *const STATE_NAMES[] = {
+    [SYM_NONE] = "none",       [SYM_WAITING] = "waiting",
+    [SYM_RUNNING] = "running", [SYM_DONE] = "done",
+    [SYM_FAILED] = "failed"};
+_Static_assert(TG_FSM_COUNT(kSymNext) == SYM_STATE_COUNT,
+               "an arrow set per state");
+_Static_assert(TG_FSM_COUNT(STATE_NAMES) == SYM_STATE_COUNT,
+               "a name per state");
+_Static_assert(COLL_SYMBOLS_KEPT > COLL_SYMBOLS_QUEUE + 1,
+               "a finished entry's slot is always there to take");
+static const tg_fsm_def_t kSymDef = {.what = "symbolize entry",
+                                     .n_states = SYM_STATE_COUNT,
+                                     .next = kSymNext,
+                                     .names = STATE_NAMES};
 
 /* What a run refused and asked of debuginfod (tg_sym_stats_t, kept apart
  * from it for a build without the symbolizer): the snapshot's symbols
@@ -53,8 +83,8 @@ typedef struct sym_guard {
 
 /* What the API says of a snapshot symbolized (or waiting) lately. */
 typedef struct sym_entry {
-  uint64_t id; /* 0: a free slot */
-  sym_state_t state;
+  uint64_t id; /* 0: a free slot (NONE) */
+  sym_state_t state; /* written only by entry_move */
   char why[256];
   uint64_t bytes;
   size_t modules, modules_found, frames, frames_named, frames_with_line;
@@ -73,6 +103,7 @@ struct coll_symbols {
   size_t next_kept; /* the slot the next new entry takes */
   uint64_t stored, failed;
   sym_guard_t total; /* every run since the start */
+  uint64_t bad_transitions; /* refused by kSymNext (a bug: logged) */
 };
 
 static void guard_add(sym_guard_t *to, const sym_guard_t *g) {
@@ -89,21 +120,51 @@ static void guard_add(sym_guard_t *to, const sym_guard_t *g) {
 }
 
 static sym_entry_t *entry_find(struct coll_symbols *q, uint64_t id) {
-  for (size_t i = 0; i < COLL_SYMBOLS_KEPT; i++)
+  for (size_t i = 0; id && i < COLL_SYMBOLS_KEPT; i++)
     if (q->kept[i].id == id) return &q->kept[i];
   return NULL;
 }
 
-/* A new entry for |id|, over the oldest when all are taken. */
-static sym_entry_t *entry_new(struct coll_symbols *q, uint64_t id) {
-  sym_entry_t *e = entry_find(q, id);
-  if (!e) {
-    e = &q->kept[q->next_kept];
-    q->next_kept = (q->next_kept + 1) % COLL_SYMBOLS_KEPT;
+/* The one setter: |e| to |to| when kSymNext has the arrow (a move to
+ * WAITING starts a new run: what the last one said goes; NONE frees the
+ * slot). Returns whether |e| is in |to| now. */
+static bool entry_move(struct coll_symbols *q, sym_entry_t *e, sym_state_t to) {
+  if (e->state == to) return true;
+  char who[24];
+  snprintf(who, sizeof(who), "%016" PRIx64, e->id);
+  unsigned st = e->state;
+  if (!tg_fsm_move(&kSymDef, &st, to, &q->bad_transitions, who, NULL))
+    return false;
+  if (to == SYM_WAITING || to == SYM_NONE) {
+    uint64_t id = e->id;
+    memset(e, 0, sizeof(*e));
+    e->id = to == SYM_NONE ? 0 : id;
   }
-  memset(e, 0, sizeof(*e));
-  e->id = id;
+  e->state = to;
+  return true;
+}
+
+/* |id|'s entry moved to |to|: its own, or a free slot, or the oldest
+ * finished one's, freed first. NULL when the move is refused. */
+static sym_entry_t *entry_to(struct coll_symbols *q, uint64_t id,
+                             sym_state_t to) {
+  sym_entry_t *e = entry_find(q, id);
+  for (size_t i = 0; !e && i < COLL_SYMBOLS_KEPT; i++) {
+    sym_entry_t *c = &q->kept[(q->next_kept + i) % COLL_SYMBOLS_KEPT];
+    if (c->state == SYM_WAITING || c->state == SYM_RUNNING) continue;
+    q->next_kept = (q->next_kept + i + 1) % COLL_SYMBOLS_KEPT;
+    if (!entry_move(q, c, SYM_NONE)) return NULL;
+    c->id = id;
+    e = c;
+  }
+  if (!e || !entry_move(q, e, to)) return NULL;
   return e;
+}
+
+/* |id|'s snapshot is gone: its entry too. */
+static void entry_drop(struct coll_symbols *q, uint64_t id) {
+  sym_entry_t *e = entry_find(q, id);
+  if (e) entry_move(q, e, SYM_NONE);
 }
 
 /* The failure of snapshot |id|'s symbolization: said, counted, kept for
@@ -113,9 +174,8 @@ static void record_failure(coll_t *c, uint64_t id, const char *why) {
   q->failed++;
   /* The symbolization is over: the shares name what the hosts named. */
   coll_shares_queue(c, id);
-  sym_entry_t *e = entry_new(q, id);
-  e->state = SYM_FAILED;
-  snprintf(e->why, sizeof(e->why), "%s", why);
+  sym_entry_t *e = entry_to(q, id, SYM_FAILED);
+  if (e) snprintf(e->why, sizeof(e->why), "%s", why);
   TG_WARN("%s snapshot %016" PRIx64 ": not symbolized: %s (it stays as "
           "stored, its frames unnamed)", TG_NOTE(COLLECTOR_SYMBOLIZE_FAILED),
           id, why);
@@ -347,33 +407,33 @@ static void after_work(uv_work_t *w, int status) {
                    st->debuginfod_cut, st->debuginfod_refused, st->debuginfod_bytes,
                    st->debuginfod_ns};
   guard_add(&q->total, &g);
-  sym_entry_t *e = entry_find(q, j->id);
+  sym_entry_t *e;
   if (err == -ENOENT && !j->err) {
     TG_INFO("snapshot %016" PRIx64 ": deleted during its symbolization",
             j->id);
-    if (e) e->id = 0;
+    entry_drop(q, j->id);
   } else if (err) {
     record_failure(c, j->id, j->why);
-    entry_find(q, j->id)->guard = g;
+    if ((e = entry_find(q, j->id))) e->guard = g;
   } else if (j->already) {
     /* Stored by an attempt this one repeats (or by another collector of
      * the catalog): what they hold is not counted again. */
-    e = entry_new(q, j->id);
-    e->state = SYM_DONE;
+    entry_to(q, j->id, SYM_DONE);
     TG_INFO("snapshot %016" PRIx64 ": its symbols were in the bucket "
             "already", j->id);
   } else {
     q->stored++;
-    e = entry_new(q, j->id);
-    e->state = SYM_DONE;
-    e->bytes = j->bytes;
-    e->modules = j->res.modules;
-    e->modules_found = j->res.modules_found;
-    e->frames = j->res.frames;
-    e->frames_named = j->res.frames_named;
-    e->frames_with_line = j->res.frames_with_line;
-    e->frames_plt = j->res.frames_plt;
-    e->guard = g;
+    e = entry_to(q, j->id, SYM_DONE);
+    if (e) {
+      e->bytes = j->bytes;
+      e->modules = j->res.modules;
+      e->modules_found = j->res.modules_found;
+      e->frames = j->res.frames;
+      e->frames_named = j->res.frames_named;
+      e->frames_with_line = j->res.frames_with_line;
+      e->frames_plt = j->res.frames_plt;
+      e->guard = g;
+    }
     TG_INFO("%s snapshot %016" PRIx64 ": symbolized: %zu of %zu frames "
             "named (%zu with a line), %zu of %zu modules found, %" PRIu64
             " bytes of symbols%s", TG_NOTE(COLLECTOR_SYMBOLIZED), j->id,
@@ -406,8 +466,7 @@ static void start_next(coll_t *c) {
     int err = tg_coll_store_open_file(c->store, id, &j->fd);
     if (err == -ENOENT) {
       /* Deleted (retention) before its turn: nothing to name. */
-      sym_entry_t *e = entry_find(q, id);
-      if (e) e->id = 0;
+      entry_drop(q, id);
       job_free(j);
       continue;
     }
@@ -447,7 +506,7 @@ static void start_next(coll_t *c) {
     j->o.deadline_ns = tg_clock_ns(j->o.clock) +
                        (uint64_t)cfg->symbolize_timeout_ms * 1000000u;
     j->work.data = j;
-    entry_new(q, id)->state = SYM_RUNNING;
+    entry_to(q, id, SYM_RUNNING);
     q->running = j;
     if (uv_queue_work(c->loop, &j->work, do_work, after_work) != 0) {
       q->running = NULL;
@@ -490,6 +549,9 @@ void coll_symbols_queue(coll_t *c, uint64_t id) {
     return;
   }
   struct coll_symbols *q = c->symbols;
+  const sym_entry_t *was = entry_find(q, id);
+  if (was && (was->state == SYM_WAITING || was->state == SYM_RUNNING))
+    return; /* under way already: one run names it */
   if (q->n == COLL_SYMBOLS_QUEUE) {
     char why[96];
     snprintf(why, sizeof(why), "%d snapshots already wait for theirs",
@@ -499,7 +561,7 @@ void coll_symbols_queue(coll_t *c, uint64_t id) {
   }
   q->queue[(q->head + q->n) % COLL_SYMBOLS_QUEUE] = id;
   q->n++;
-  entry_new(q, id)->state = SYM_WAITING;
+  entry_to(q, id, SYM_WAITING);
   start_next(c);
 }
 
@@ -631,6 +693,10 @@ json_t *coll_symbols_json(coll_t *c, uint64_t id) {
                    (json_int_t)e->frames_plt, "refused",
                    refused_json(&e->guard), "debuginfod",
                    debuginfod_json(&e->guard));
+}
+
+uint64_t coll_symbols_bad_transitions(const coll_t *c) {
+  return c->symbols ? c->symbols->bad_transitions : 0;
 }
 
 void coll_symbols_metrics(const coll_t *c, FILE *f) {

@@ -58,5 +58,8 @@ void coll_symbols_stop(coll_t *c);
 json_t *coll_symbols_json(coll_t *c, uint64_t id);
 /* Their Prometheus metrics. */
 void coll_symbols_metrics(const coll_t *c, FILE *f);
+/* Moves of the queue's entries its table refused (a bug: each logged);
+ * 0 before the first snapshot is queued. */
+uint64_t coll_symbols_bad_transitions(const coll_t *c);
 
 #endif /* TRACEGATE_COLLECTOR_DAEMON_SYMBOLS_H */

@@ -12,6 +12,7 @@
 
 #include "collector/daemon/boost.h"
 #include "collector/daemon/shares.h"
+#include "collector/daemon/symbols.h"
 #include "collector/daemon/coll_test.h"
 #include "pb/config/trace_config.pb-c.h"
 #include "client/session_cache.h"
@@ -193,6 +194,11 @@ void coll_unit_close(coll_unit_t *u) {
   coll_unit_inventory(u, 0, NULL);
   coll_hosts_reload(c, "the test's end");
   coll_unit_wait(u, all_gone, NULL);
+  /* No machine of the daemon was asked for a move its table lacks. */
+  assert_int_equal(c->counts.snap_host_bad_transitions, 0);
+  assert_int_equal(c->counts.snap_bad_transitions, 0);
+  assert_int_equal(c->counts.boost_bad_transitions, 0);
+  assert_int_equal(coll_symbols_bad_transitions(c), 0);
   uv_close((uv_handle_t *)&u->tick, NULL);
   /* What is left closes within a few iterations; a handle still open
    * after that is a leak, which uv_loop_close() reports. */

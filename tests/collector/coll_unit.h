@@ -84,7 +84,8 @@ void coll_unit_inventory(coll_unit_t *u, size_t n, const char *more);
 void coll_unit_row(coll_unit_t *u, uint64_t id, tg_coll_snapshot_t *row,
                    tg_coll_host_t *hosts, size_t max, size_t *n_hosts);
 /* Ends everything: snapshots cut, every host removed and freed, the
- * store closed, the loop closed with no handle left (asserted); then the
+ * store closed, the loop closed with no handle left (asserted; and no
+ * state move refused by the snapshots' and boosts' tables); then the
  * fleet hosts stopped. */
 void coll_unit_close(coll_unit_t *u);
 

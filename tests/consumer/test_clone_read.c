@@ -1,6 +1,7 @@
-/* The clone read-out engine (consumer/clone_read.h) on its own: its
- * table as the header writes it out, the way through (reads until one
- * brings nothing, max_reads, statistics or none), each step's failure,
+/* The read-out engine (consumer/clone_read.h) on its own: its table as
+ * the header writes it out, the way through (reads until one brings
+ * nothing, max_reads, statistics or none; a clone, or a session of its
+ * own read once it ends), each step's failure,
  * a refused transition counted and not made, the silence and the rate
  * floor judged on a simulated clock, a cancel, late replies ignored and
  * the loss counters folded. No service: the consumer calls are a fake
@@ -22,6 +23,8 @@
 typedef struct fake {
   int clone_rv, read_rv, stats_rv, free_rv; /* what each call returns */
   unsigned clones, reads, stats, frees;     /* calls made */
+  unsigned enables;
+  size_t config_len; /* the last EnableTracing's */
   tg_consumer_done_cb done;                 /* the pending call's */
   tg_consumer_packet_cb packet;
   tg_consumer_stats_cb stats_cb;
@@ -72,8 +75,20 @@ static int fake_free(tg_consumer_t *c, tg_consumer_done_cb cb, void *ctx) {
   return 0;
 }
 
+static int fake_enable(tg_consumer_t *c, const uint8_t *config, size_t len,
+                       int fd, tg_consumer_done_cb on_ended, void *ctx) {
+  (void)c;
+  (void)config;
+  assert_int_equal(fd, -1); /* the engine never writes into a file */
+  F.enables++;
+  F.config_len = len;
+  F.done = on_ended;
+  F.ctx = ctx;
+  return 0;
+}
+
 static const tg_clone_ops_t kFakeOps = {fake_clone, fake_read, fake_stats,
-                                        fake_free};
+                                        fake_free, fake_enable};
 
 /* The pending clone, read or free answers. */
 static void answer(int status, const char *msg) {
@@ -181,9 +196,12 @@ static void the_table_is_clone_read_h_s(void **st) {
     tg_clone_state_t from, to;
   } arrows[] = {
       {TG_CLONE_CONNECTING, TG_CLONE_CLONING},
+      {TG_CLONE_CONNECTING, TG_CLONE_TRACING},
       {TG_CLONE_CONNECTING, TG_CLONE_FAILED},
       {TG_CLONE_CLONING, TG_CLONE_READING},
       {TG_CLONE_CLONING, TG_CLONE_FAILED},
+      {TG_CLONE_TRACING, TG_CLONE_READING},
+      {TG_CLONE_TRACING, TG_CLONE_FAILED},
       {TG_CLONE_READING, TG_CLONE_STATS},
       {TG_CLONE_READING, TG_CLONE_FREEING},
       {TG_CLONE_READING, TG_CLONE_FAILED},
@@ -202,6 +220,7 @@ static void the_table_is_clone_read_h_s(void **st) {
       assert_int_equal(tg_clone_read_transition_ok(f, t), want);
     }
   assert_string_equal(tg_clone_state_name(TG_CLONE_READING), "reading");
+  assert_string_equal(tg_clone_state_name(TG_CLONE_TRACING), "tracing");
   assert_string_equal(tg_clone_state_name(TG_CLONE_STATE_COUNT), "?");
 }
 
@@ -250,6 +269,79 @@ static void a_clone_is_read_until_a_read_brings_nothing(void **st) {
   assert_int_equal(W.n_states, 5);
   assert_memory_equal(W.states, want, sizeof(want));
   assert_int_equal(tg_clone_read_bad_transitions(&e), 0);
+}
+
+/* A session of its own (the collector's perf boost): EnableTracing, and
+ * once its answer says the session ended, the same read-out as a
+ * clone's. */
+static void a_session_is_read_out_once_it_ends(void **st) {
+  (void)st;
+  tg_clone_read_t e;
+  tg_clone_read_init(&e, &clk.clock,
+                     &(tg_clone_read_opts_t){.stats = true, .ops = &kFakeOps},
+                     &kCbs, "test", NULL);
+  static const uint8_t cfg[] = {0x08, 0x01};
+  assert_int_equal(tg_clone_read_start_session(&e, kConn, cfg, sizeof(cfg)), 0);
+  assert_int_equal(F.enables, 1);
+  assert_int_equal(F.config_len, sizeof(cfg));
+  assert_int_equal(F.clones, 0);
+  assert_int_equal(tg_clone_read_state(&e), TG_CLONE_TRACING);
+  answer(0, ""); /* the session's duration is over */
+  assert_int_equal(tg_clone_read_state(&e), TG_CLONE_READING);
+  bring(2, 10);
+  bring(0, 0);
+  F.stats_cb(NULL, F.ctx, 0, "", &(Perfetto__Protos__TraceStats)
+                                       PERFETTO__PROTOS__TRACE_STATS__INIT);
+  answer(0, "");
+  assert_int_equal(tg_clone_read_state(&e), TG_CLONE_DONE);
+  assert_int_equal(W.packets, 2);
+  assert_int_equal(W.ends, 1);
+  assert_int_equal(W.end_status, 0);
+  tg_clone_state_t want[] = {TG_CLONE_TRACING, TG_CLONE_READING,
+                             TG_CLONE_STATS, TG_CLONE_FREEING, TG_CLONE_DONE};
+  assert_int_equal(W.n_states, 5);
+  assert_memory_equal(W.states, want, sizeof(want));
+  assert_int_equal(tg_clone_read_bad_transitions(&e), 0);
+  /* Once started, neither start is accepted again. */
+  assert_int_equal(tg_clone_read_start_session(&e, kConn, cfg, sizeof(cfg)),
+                   -EINVAL);
+}
+
+/* A refused or failed session ends FAILED in TRACING, nothing read or
+ * freed; its silence counts only past run_ms. */
+static void a_refused_session_fails_at_tracing(void **st) {
+  (void)st;
+  tg_clone_read_t e;
+  tg_clone_read_init(&e, &clk.clock,
+                     &(tg_clone_read_opts_t){.stats = true,
+                                             .free_on_error = true,
+                                             .timeout_ms = 500,
+                                             .run_ms = 2000,
+                                             .ops = &kFakeOps},
+                     &kCbs, "test", NULL);
+  static const uint8_t cfg[] = {0x08, 0x01};
+  assert_int_equal(tg_clone_read_start_session(&e, kConn, cfg, sizeof(cfg)), 0);
+  tg_clock_sim_advance_ms(&clk, 2499);
+  assert_int_equal(tg_clone_read_check(&e).cut, TG_CLONE_CUT_NONE);
+  answer(TG_EREMOTE_FAILED, "no producer");
+  assert_int_equal(tg_clone_read_state(&e), TG_CLONE_FAILED);
+  assert_int_equal(tg_clone_read_failed_in(&e), TG_CLONE_TRACING);
+  assert_int_equal(W.end_status, TG_EREMOTE_FAILED);
+  assert_string_equal(W.end_msg, "no producer");
+  assert_int_equal(F.reads + F.frees + F.stats, 0);
+
+  /* Another one, silent past run_ms + timeout_ms: cut in TRACING. */
+  tg_clone_read_t q;
+  tg_clone_read_init(&q, &clk.clock,
+                     &(tg_clone_read_opts_t){.timeout_ms = 500,
+                                             .run_ms = 2000,
+                                             .ops = &kFakeOps},
+                     &kCbs, "test", NULL);
+  assert_int_equal(tg_clone_read_start_session(&q, kConn, cfg, sizeof(cfg)), 0);
+  tg_clock_sim_advance_ms(&clk, 2500);
+  tg_clone_verdict_t v = tg_clone_read_check(&q);
+  assert_int_equal(v.cut, TG_CLONE_CUT_SILENT);
+  assert_int_equal(v.step, TG_CLONE_TRACING);
 }
 
 static void max_reads_ends_the_reads_and_no_stats_skips_them(void **st) {
@@ -491,6 +583,8 @@ int main(void) {
       cmocka_unit_test_setup(the_table_is_clone_read_h_s, setup),
       cmocka_unit_test_setup(a_clone_is_read_until_a_read_brings_nothing,
                              setup),
+      cmocka_unit_test_setup(a_session_is_read_out_once_it_ends, setup),
+      cmocka_unit_test_setup(a_refused_session_fails_at_tracing, setup),
       cmocka_unit_test_setup(max_reads_ends_the_reads_and_no_stats_skips_them,
                              setup),
       cmocka_unit_test_setup(a_refused_clone_fails_at_cloning, setup),
