@@ -2,7 +2,7 @@
  * listener, and the stop that takes both down. See bridge.h.
  *
  * lws runs on the loop as a foreign loop (the same documented lws usage
- * as collector/http.c: lws_context_creation_info.foreign_loops with
+ * as collector/http/http.c: lws_context_creation_info.foreign_loops with
  * LWS_SERVER_OPTION_LIBUV), so that the upstream transports (ipc/, tls/),
  * which are libuv's, run on the same thread and loop. lws's vhost listens
  * nowhere: bridge_screen.c accepts the connections and hands them to lws

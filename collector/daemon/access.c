@@ -1,7 +1,7 @@
 /* Who may use the collector's HTTPS API (coll.h): the authorization file
  * (authz) and the revocation list (http_crl), read at start and again on
  * SIGHUP; the HTTP layer holds them and judges each connection
- * (collector/http.h). A file that does not load on SIGHUP leaves the
+ * (collector/http/http.h). A file that does not load on SIGHUP leaves the
  * tables in force as they were.
  */
 #include <stdio.h>
@@ -10,7 +10,7 @@
 #include "auth/crl.h"
 #include "collector/daemon/coll.h"
 #include "collector/daemon/access.h"
-#include "collector/http.h"
+#include "collector/http/http.h"
 #include "common/log.h"
 
 int coll_access_load(const tg_coll_config_t *g, tg_authz_t **authz,

@@ -61,7 +61,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "collector/config.h"
+#include "collector/config/config.h"
 
 #define TG_AM_ALERTS_MAX 1000 /* alerts in one payload */
 #define TG_AM_LABELS_MAX 256  /* labels, and annotations, of one alert */

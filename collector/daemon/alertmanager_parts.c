@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/catalog.h"
+#include "collector/catalog/catalog.h"
 #include "common/json.h"
 
 /* --- the payload ----------------------------------------------------------- */

@@ -1,5 +1,5 @@
 /* The collector's HTTP API, /metrics and the web page (coll.h;
- * docs/collector.md, "HTTP API"). The transport is collector/http.h
+ * docs/collector.md, "HTTP API"). The transport is collector/http/http.h
  * (libwebsockets); this file maps requests to the collector through its
  * table of routes (routes.h, the table at the end) and answers in JSON
  * (api_parts.h writes it).
@@ -58,9 +58,9 @@
 #include "collector/daemon/routes.h"
 #include "collector/daemon/shares.h"
 #include "collector/daemon/symbols.h"
-#include "collector/http.h"
-#include "collector/snap_index.h"
-#include "collector/snapshot_id.h"
+#include "collector/http/http.h"
+#include "collector/store/snap_index.h"
+#include "collector/catalog/snapshot_id.h"
 #include "common/decimal.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -321,7 +321,7 @@ static void part_name(char *out, size_t cap, const char *idt,
 
 /* ?host=H[,H2...]: those hosts' part of snapshot |id| (the file |fd| of
  * |size| bytes, taken): the trace's head and their bytes, in file order,
- * where the snapshot's host index says they are (collector/snap_index.h;
+ * where the snapshot's host index says they are (collector/store/snap_index.h;
  * docs/collector.md, "One host's part"). The cost is the index's host
  * table and those hosts' extent lists, read on the loop, and their bytes,
  * streamed: never a pass over the whole file. */

@@ -9,8 +9,8 @@
 
 #include "collector/daemon/api_internal.h"
 #include "collector/daemon/api_parts.h"
-#include "collector/snapshot_id.h"
-#include "collector/store.h"
+#include "collector/catalog/snapshot_id.h"
+#include "collector/store/store.h"
 #include "common/json.h"
 #include "tracegate/error.h"
 

@@ -11,7 +11,7 @@
 #include <jansson.h>
 
 #include "collector/daemon/coll.h"
-#include "collector/http.h"
+#include "collector/http/http.h"
 
 /* Answers |x| with |doc| (taken; NULL: out of memory, a 500). */
 void coll_api_respond_json(tg_http_exchange_t *x, int status, json_t *doc);

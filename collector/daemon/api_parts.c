@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "collector/daemon/routes.h"
-#include "collector/snapshot_id.h"
+#include "collector/catalog/snapshot_id.h"
 #include "common/decimal.h"
 #include "common/json.h"
 

@@ -11,8 +11,8 @@
 
 #include <jansson.h>
 
-#include "collector/catalog.h"
-#include "collector/http.h"
+#include "collector/catalog/catalog.h"
+#include "collector/http/http.h"
 
 /* The list's page size when the request names none. */
 #define COLL_LIST_DEFAULT 100

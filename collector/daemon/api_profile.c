@@ -30,8 +30,8 @@
 
 #include "collector/daemon/api_internal.h"
 #include "collector/daemon/routes.h"
-#include "collector/snapshot_id.h"
-#include "collector/store.h"
+#include "collector/catalog/snapshot_id.h"
+#include "collector/store/store.h"
 #include "common/buf.h"
 #include "common/fd_write.h"
 #include "common/log.h"

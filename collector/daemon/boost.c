@@ -17,7 +17,7 @@
 #include "consumer/fleet/ftrace_loss.h"
 #include "collector/daemon/boost_seq.h"
 #include "collector/daemon/data_window.h"
-#include "collector/snapshot_id.h"
+#include "collector/catalog/snapshot_id.h"
 #include "consumer/clone_read.h"
 #include "common/fsm.h"
 #include "common/json.h"

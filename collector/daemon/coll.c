@@ -10,19 +10,19 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "collector/catalog_pg.h"
+#include "collector/catalog/catalog_pg.h"
 #include "collector/daemon/coll.h"
 #include "collector/daemon/api.h"
 #include "collector/daemon/hosts.h"
 #include "collector/daemon/snap.h"
 #include "collector/daemon/trigger.h"
 #include "collector/daemon/boost.h"
-#include "collector/s3_credentials.h"
+#include "collector/s3/s3_credentials.h"
 #include "collector/daemon/import_check.h"
 #include "collector/daemon/shares.h"
 #include "collector/daemon/symbols.h"
 #include "client/session_cache.h"
-#include "collector/shard.h"
+#include "collector/config/shard.h"
 #include "common/fnv1a.h"
 #include "common/log.h"
 #include "common/notice.h"

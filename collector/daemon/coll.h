@@ -44,12 +44,12 @@
 #include <uv.h>
 
 #include "client/remote.h"
-#include "collector/config.h"
+#include "collector/config/config.h"
 #include "collector/daemon/alertmanager.h"
 #include "collector/daemon/boost_budget.h"
 #include "collector/daemon/clock.h"
 #include "collector/daemon/trigger_policy.h"
-#include "collector/store.h"
+#include "collector/store/store.h"
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/list.h"

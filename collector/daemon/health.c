@@ -3,7 +3,7 @@
  * without a client certificate (a load balancer, a Kubernetes probe) while
  * the API's listener asks every client for one.
  *
- * It is a second server of the same HTTP layer (collector/http.h: lws
+ * It is a second server of the same HTTP layer (collector/http/http.h: lws
  * parses, the same caps on connections, bodies and headers), on the same
  * loop, with a handler that knows one path: no route of the API, the page
  * or /metrics is reachable through it, whatever the request says, and it
@@ -16,7 +16,7 @@
 
 #include "collector/daemon/coll.h"
 #include "collector/daemon/api.h"
-#include "collector/http.h"
+#include "collector/http/http.h"
 #include "common/log.h"
 #include "tracegate/error.h"
 

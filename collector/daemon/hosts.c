@@ -32,7 +32,7 @@
 #include "collector/daemon/coll.h"
 #include "collector/daemon/hosts.h"
 #include "collector/daemon/standby.h"
-#include "collector/shard.h"
+#include "collector/config/shard.h"
 #include "common/fnv1a.h"
 #include "common/log.h"
 #include "common/notice.h"

@@ -24,9 +24,9 @@
 
 #include <jansson.h>
 
-#include "collector/snap_index.h"
-#include "collector/snapshot_id.h"
-#include "collector/store.h"
+#include "collector/store/snap_index.h"
+#include "collector/catalog/snapshot_id.h"
+#include "collector/store/store.h"
 #include "common/fd_write.h"
 #include "common/json.h"
 #include "common/log.h"

@@ -51,7 +51,7 @@
 #include "collector/daemon/coll.h"
 #include "collector/daemon/api.h"
 #include "collector/daemon/page_assets.h"
-#include "collector/http.h"
+#include "collector/http/http.h"
 #include "common/log.h"
 
 #define UI_URL_MARK "{{ui_url}}"

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "collector/daemon/coll.h"
-#include "collector/snapshot_id.h"
+#include "collector/catalog/snapshot_id.h"
 #include "common/clock.h"
 #include "common/flags.h"
 #include "common/json.h"

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "collector/snapshot_id.h"
+#include "collector/catalog/snapshot_id.h"
 
 #define ID_SEGMENT "{id}"
 

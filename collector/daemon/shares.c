@@ -16,8 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "collector/snap_index.h"
-#include "collector/store.h"
+#include "collector/store/snap_index.h"
+#include "collector/store/store.h"
 #include "common/log.h"
 #include "consumer/profile/profile.h"
 #include "tracegate/error.h"

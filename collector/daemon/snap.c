@@ -124,7 +124,7 @@ struct coll_snap {
   tg_buf_t out; /* framed packets not yet written */
   uint64_t framed; /* bytes ever put in |out|: a host's share is a difference */
   uint64_t host_cap; /* what one host may put into the file */
-  /* Where each host's bytes lie in the file (collector/snap_index.h),
+  /* Where each host's bytes lie in the file (collector/store/snap_index.h),
    * written with it; NULL: out of memory at the start, no index. */
   tg_coll_index_builder_t *index;
   int write_err;

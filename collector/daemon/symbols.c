@@ -22,8 +22,8 @@
 
 #include "collector/daemon/import_check.h"
 #include "collector/daemon/shares.h"
-#include "collector/snap_index.h"
-#include "collector/store.h"
+#include "collector/store/snap_index.h"
+#include "collector/store/store.h"
 #include "common/fsm.h"
 #include "common/json.h"
 #include "common/log.h"

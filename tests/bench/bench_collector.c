@@ -84,8 +84,8 @@
 
 #include "bench_children.h"
 #include "bench_collector_store.h"
-#include "collector/snap_index.h"
-#include "collector/store.h"
+#include "collector/store/snap_index.h"
+#include "collector/store/store.h"
 #include "common/json.h"
 #include "bench_remote.h"
 #include "fault_proxy.h"

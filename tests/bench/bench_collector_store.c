@@ -42,9 +42,9 @@
 #include <curl/curl.h>
 
 #include "coll_rgw.h"
-#include "collector/s3_client.h"
-#include "collector/s3_sigv4.h"
-#include "collector/store.h"
+#include "collector/s3/s3_client.h"
+#include "collector/s3/s3_sigv4.h"
+#include "collector/store/store.h"
 #include "common/buf.h"
 
 #define PIECE (64u << 10)

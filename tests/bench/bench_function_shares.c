@@ -21,9 +21,9 @@
 
 #include "bench_args.h"
 #include "coll_pg.h"
-#include "collector/catalog.h"
-#include "collector/catalog_pg.h"
-#include "collector/catalog_sqlite.h"
+#include "collector/catalog/catalog.h"
+#include "collector/catalog/catalog_pg.h"
+#include "collector/catalog/catalog_sqlite.h"
 #include "test_proc.h"
 
 #define GOAL_S 1.0

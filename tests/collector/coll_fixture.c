@@ -15,8 +15,8 @@
 #include <cmocka.h>
 
 #include "coll_pg.h"
-#include "collector/catalog_pg.h"
-#include "collector/snapshot_id.h"
+#include "collector/catalog/catalog_pg.h"
+#include "collector/catalog/snapshot_id.h"
 #include "test_proc.h"
 
 static int64_t fixture_now(void *ctx) {

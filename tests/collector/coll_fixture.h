@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "collector/store.h"
+#include "collector/store/store.h"
 
 typedef enum coll_kind { COLL_SQLITE, COLL_PG } coll_kind_t;
 

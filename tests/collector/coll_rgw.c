@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "collector/s3_client.h"
+#include "collector/s3/s3_client.h"
 
 static int run(const char *cmd, const char *dir) {
   pid_t pid = fork();

@@ -43,8 +43,8 @@
 #include <openssl/evp.h>
 
 #include "coll_e2e.h"
-#include "collector/catalog.h"
-#include "collector/config.h"
+#include "collector/catalog/catalog.h"
+#include "collector/config/config.h"
 #include "collector/daemon/alertmanager.h"
 #include "collector/daemon/trigger_policy.h"
 #include "test_proc.h"

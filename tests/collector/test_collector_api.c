@@ -23,8 +23,8 @@
 
 #include "coll_unit.h"
 #include "collector/daemon/page_assets.h"
-#include "collector/http.h"
-#include "collector/snapshot_id.h"
+#include "collector/http/http.h"
+#include "collector/catalog/snapshot_id.h"
 #include "test_proc.h"
 #include "test_wait.h"
 

@@ -28,7 +28,7 @@
 
 #include "coll_unit.h"
 #include "collector/daemon/boost.h"
-#include "collector/snapshot_id.h"
+#include "collector/catalog/snapshot_id.h"
 #include "pb/ipc/consumer_port.pb-c.h"
 #include "service/service.h"
 #include "tracegate/pb_wire.h"

@@ -1,4 +1,4 @@
-/* tracegate-collector's configuration file (collector/config.h): every
+/* tracegate-collector's configuration file (collector/config/config.h): every
  * key read, defaults, each bad value named by its file, line and key,
  * the limits, and what a failed parse leaves (nothing: ASan's leak check
  * sees the rest). Errors are checked by their "FILE:LINE: key:" prefix,
@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "collector/config.h"
+#include "collector/config/config.h"
 
 #define LABEL "collector.conf"
 /* The three required keys: lines 1 to 3 of the files below. */

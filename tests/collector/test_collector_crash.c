@@ -1,4 +1,4 @@
-/* Crash safety (collector/store.h): a child process writes, finishes,
+/* Crash safety (collector/store/store.h): a child process writes, finishes,
  * aborts, deletes and retains snapshots at random, and is SIGKILLed at a
  * chosen moment; the store is then reopened and checked. With each
  * catalog: 200 rounds on one store with SQLite, 66 with PostgreSQL (the
@@ -35,8 +35,8 @@
 #include <cmocka.h>
 
 #include "coll_fixture.h"
-#include "collector/snap_index.h"
-#include "collector/snapshot_id.h"
+#include "collector/store/snap_index.h"
+#include "collector/catalog/snapshot_id.h"
 
 #define ROUNDS_SQLITE 200
 /* Every step a kill point 3 times: 2 * 3 * TG_COLL_STEP_COUNT. */

@@ -29,7 +29,7 @@
 #include <cmocka.h>
 
 #include "coll_e2e.h"
-#include "collector/catalog.h"
+#include "collector/catalog/catalog.h"
 
 #ifndef TRACEGATE_CLI_PATH
 #error "TRACEGATE_CLI_PATH must name the tracegate binary"

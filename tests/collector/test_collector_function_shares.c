@@ -19,9 +19,9 @@
 #include <cmocka.h>
 
 #include "coll_fixture.h"
-#include "collector/catalog_pg.h"
-#include "collector/catalog_sqlite.h"
-#include "collector/store.h"
+#include "collector/catalog/catalog_pg.h"
+#include "collector/catalog/catalog_sqlite.h"
+#include "collector/store/store.h"
 
 static const char *const two_hosts[] = {"alpha", "beta", NULL};
 

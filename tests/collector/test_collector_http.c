@@ -1,4 +1,4 @@
-/* The collector's HTTP layer (collector/http.h) on a real loop: clients
+/* The collector's HTTP layer (collector/http/http.h) on a real loop: clients
  * are plain sockets (and OpenSSL for HTTPS) in a second thread, the server
  * runs on the test's loop, every server is stopped and every loop closes
  * with no handle left. Certificates come from deploy/certs/tg-certs.
@@ -30,7 +30,7 @@
 
 #include "auth/authz.h"
 #include "auth/crl.h"
-#include "collector/http.h"
+#include "collector/http/http.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "test_notice.h"

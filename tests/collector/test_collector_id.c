@@ -1,4 +1,4 @@
-/* Snapshot ids (collector/snapshot_id.h): the one form accepted, hostile
+/* Snapshot ids (collector/catalog/snapshot_id.h): the one form accepted, hostile
  * text refused, file names made from values only. */
 #include <errno.h>
 #include <setjmp.h>
@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "collector/snapshot_id.h"
+#include "collector/catalog/snapshot_id.h"
 
 static int parse(const char *s, uint64_t *id) {
   return tg_coll_id_parse(s, strlen(s), id);

@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "coll_fixture.h"
-#include "collector/catalog_sqlite.h"
+#include "collector/catalog/catalog_sqlite.h"
 
 /* The fixture's catalog, opened on its own (no store). */
 static tg_coll_catalog_t *open_catalog(coll_fixture_t *fx) {

@@ -1,4 +1,4 @@
-/* The store's lifecycle (collector/store.h): begin, write, finish complete,
+/* The store's lifecycle (collector/store/store.h): begin, write, finish complete,
  * partial and failed, abort, list with filters, get, hosts, pin, delete,
  * the lock, and text stored verbatim whatever SQL it holds; with each
  * catalog, SQLite and PostgreSQL. */
@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "coll_fixture.h"
-#include "collector/snapshot_id.h"
+#include "collector/catalog/snapshot_id.h"
 
 static const char *const two_ok[] = {"alpha", "beta", NULL};
 static const char *const one_failed[] = {"alpha", "!beta", NULL};

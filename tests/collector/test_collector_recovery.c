@@ -1,4 +1,4 @@
-/* Repair at open (collector/store_recover.c): what a dead collector or a
+/* Repair at open (collector/store/store_recover.c): what a dead collector or a
  * hand-edited directory leaves is found and put right; catalogs this code
  * cannot read are refused, not overwritten. */
 #include <errno.h>
@@ -17,8 +17,8 @@
 #include <sqlite3.h>
 
 #include "coll_fixture.h"
-#include "collector/catalog_sqlite.h"
-#include "collector/snapshot_id.h"
+#include "collector/catalog/catalog_sqlite.h"
+#include "collector/catalog/snapshot_id.h"
 #include "tracegate/error.h"
 
 static const char *const hosts[] = {"h1", NULL};

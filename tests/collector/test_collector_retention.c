@@ -1,4 +1,4 @@
-/* Retention (collector/retention.h, tg_coll_store_retain): by total size
+/* Retention (collector/catalog/retention.h, tg_coll_store_retain): by total size
  * and by age, oldest first, pinned and PENDING snapshots kept, a snapshot
  * over the cap alone and a burst never costing what came before; on the
  * fixture's clock, which the test moves instead of sleeping; with each
@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "coll_fixture.h"
-#include "collector/retention.h"
+#include "collector/catalog/retention.h"
 
 static const char *const hosts[] = {"h1", NULL};
 

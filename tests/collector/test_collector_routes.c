@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "collector/config.h"
+#include "collector/config/config.h"
 #include "collector/daemon/api_parts.h"
 #include "collector/daemon/page_assets.h"
 #include "collector/daemon/routes.h"

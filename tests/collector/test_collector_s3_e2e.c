@@ -25,8 +25,8 @@
 #include "coll_rgw.h"
 #include "fleet_trace.h"
 #include "test_proc.h"
-#include "collector/s3_client.h"
-#include "collector/shard.h"
+#include "collector/s3/s3_client.h"
+#include "collector/config/shard.h"
 
 #define BUCKET "tg-e2e"
 

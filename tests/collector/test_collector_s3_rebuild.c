@@ -26,7 +26,7 @@
 #include "coll_e2e.h"
 #include "coll_pg.h"
 #include "coll_rgw.h"
-#include "collector/s3_client.h"
+#include "collector/s3/s3_client.h"
 #include "test_proc.h"
 
 #define BUCKET "tg-rebuild"

@@ -1,4 +1,4 @@
-/* The store with its snapshots in a bucket (collector/store_s3.h) against
+/* The store with its snapshots in a bucket (collector/store/store_s3.h) against
  * a real Ceph gateway (coll_rgw.h): a snapshot streamed in parts and read
  * back through the store, a collector killed (SIGKILL) mid-upload and
  * restarted, orphans and foreign objects at open, delete and retention
@@ -24,9 +24,9 @@
 #include "coll_fixture.h"
 #include "coll_pg.h"
 #include "coll_rgw.h"
-#include "collector/s3_client.h"
-#include "collector/snap_meta.h"
-#include "collector/store.h"
+#include "collector/s3/s3_client.h"
+#include "collector/store/snap_meta.h"
+#include "collector/store/store.h"
 
 #define BUCKET "tg-store"
 

@@ -1,4 +1,4 @@
-/* Sharding hosts among collectors (collector/shard.h): the values are
+/* Sharding hosts among collectors (collector/config/shard.h): the values are
  * pinned, so that no change ever reshuffles a fleet by accident; and the
  * properties that make the function worth having. */
 #include <setjmp.h>
@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "collector/shard.h"
+#include "collector/config/shard.h"
 
 static uint32_t shard(const char *host, uint32_t count) {
   return tg_coll_shard_of(host, strlen(host), count);

@@ -22,7 +22,7 @@
 
 #include "coll_e2e.h"
 #include "coll_pg.h"
-#include "collector/shard.h"
+#include "collector/config/shard.h"
 #include "fleet_harness.h"
 #include "fleet_trace.h"
 #include "test_proc.h"

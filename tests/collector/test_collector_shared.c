@@ -23,8 +23,8 @@
 
 #include "coll_fixture.h"
 #include "coll_pg.h"
-#include "collector/catalog_pg.h"
-#include "collector/snapshot_id.h"
+#include "collector/catalog/catalog_pg.h"
+#include "collector/catalog/snapshot_id.h"
 #include "common/log.h"
 #include "tracegate/error.h"
 

@@ -1,4 +1,4 @@
-/* The snapshot host index (collector/snap_index.h) and its place in the
+/* The snapshot host index (collector/store/snap_index.h) and its place in the
  * store (store.h): built, written, read back and planned; every damaged
  * byte refused; too many runs refused at the writer; the index published
  * with its snapshot, removed with it, and recovered like it (SQLite
@@ -21,8 +21,8 @@
 #include <zlib.h>
 
 #include "coll_fixture.h"
-#include "collector/snap_index.h"
-#include "collector/snapshot_id.h"
+#include "collector/store/snap_index.h"
+#include "collector/catalog/snapshot_id.h"
 #include "tracegate/error.h"
 
 #define TRACE 10000u

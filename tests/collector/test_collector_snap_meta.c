@@ -1,4 +1,4 @@
-/* A snapshot's sidecar (collector/snap_meta.h): the text made from a row
+/* A snapshot's sidecar (collector/store/snap_meta.h): the text made from a row
  * parses back to it; a sidecar edited by hand or by another writer is
  * refused, naming the field: wrong types, values out of range, text over
  * the catalog's caps, a state or loss the hosts do not give, an object
@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "collector/snap_meta.h"
+#include "collector/store/snap_meta.h"
 
 static const tg_coll_host_result_t hosts[] = {
     {.host = "alpha:7000", .name = "a", .outcome = TG_COLL_HOST_OK,

@@ -40,7 +40,7 @@
 #include <cmocka.h>
 
 #include "coll_e2e.h"
-#include "collector/snap_index.h"
+#include "collector/store/snap_index.h"
 
 #ifndef TRACEGATE_CLI_PATH
 #error "TRACEGATE_CLI_PATH must name the tracegate binary"

@@ -1,4 +1,4 @@
-/* The S3 client (collector/s3_client.h) against a real Ceph gateway
+/* The S3 client (collector/s3/s3_client.h) against a real Ceph gateway
  * (coll_rgw.h): objects in and out, conditional writes, ranges, keys with
  * the characters curl's signer got wrong ('=', ':', spaces, '/' in a query
  * value), listings, multipart uploads whole and aborted, presigned URLs,
@@ -18,8 +18,8 @@
 #include <curl/curl.h>
 
 #include "coll_rgw.h"
-#include "collector/s3_client.h"
-#include "collector/s3_sigv4.h"
+#include "collector/s3/s3_client.h"
+#include "collector/s3/s3_sigv4.h"
 #include "common/buf.h"
 
 static coll_rgw_t gw;

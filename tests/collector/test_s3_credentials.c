@@ -1,4 +1,4 @@
-/* The bucket's keys (collector/s3_credentials.h): the file's grammar, its
+/* The bucket's keys (collector/s3/s3_credentials.h): the file's grammar, its
  * mode (a file others can read is refused), the environment. */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "collector/s3_credentials.h"
+#include "collector/s3/s3_credentials.h"
 
 static int parse(const char *text, tg_s3_credentials_t *c) {
   char why[160];

@@ -1,4 +1,4 @@
-/* AWS Signature Version 4 (collector/s3_sigv4.h) against AWS's published
+/* AWS Signature Version 4 (collector/s3/s3_sigv4.h) against AWS's published
  * values: the cases of the aws-sig-v4-test-suite (credentials AKIDEXAMPLE,
  * 2015-08-30T12:36:00Z, us-east-1, service "service") and the worked
  * examples of S3's API reference (AKIAIOSFODNN7EXAMPLE, 2013-05-24, "s3"):
@@ -15,8 +15,8 @@
 
 #include <cmocka.h>
 
-#include "collector/config.h"
-#include "collector/s3_sigv4.h"
+#include "collector/config/config.h"
+#include "collector/s3/s3_sigv4.h"
 
 #define EMPTY_SHA256 \
   "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -268,7 +268,7 @@ static void s3_presigned_get(void **state) {
   tg_buf_free(&q);
 }
 
-/* The lives s3_presign gives a URL (collector/config.h): "on"'s short
+/* The lives s3_presign gives a URL (collector/config/config.h): "on"'s short
  * one and the range's edges reach the URL as X-Amz-Expires, and the
  * range's top is what S3 takes. */
 static void presigned_url_carries_the_configured_life(void **state) {

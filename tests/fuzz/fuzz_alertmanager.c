@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/catalog.h"
+#include "collector/catalog/catalog.h"
 #include "collector/daemon/alertmanager.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

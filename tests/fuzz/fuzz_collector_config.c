@@ -1,5 +1,5 @@
 /* Fuzzes tracegate-collector's configuration file parser
- * (collector/config.c, tg_coll_config_parse) with label "fuzz.conf" and
+ * (collector/config/config.c, tg_coll_config_parse) with label "fuzz.conf" and
  * base directory "/base": a wrong or hand-broken file must be refused
  * with a reason, never crash the daemon or reach a terminal raw.
  *
@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/config.h"
+#include "collector/config/config.h"
 #include "collector/daemon/page_assets.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,4 +1,4 @@
-/* Fuzzes the snapshot id parser (collector/snapshot_id.h): ids come from
+/* Fuzzes the snapshot id parser (collector/catalog/snapshot_id.h): ids come from
  * outside (HTTP paths, command lines) and name files in the store.
  *
  * Input: the id text, all of it (NULs included: the parser takes a
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/snapshot_id.h"
+#include "collector/catalog/snapshot_id.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

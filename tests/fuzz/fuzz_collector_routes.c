@@ -25,10 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/catalog_check.h"
+#include "collector/catalog/catalog_check.h"
 #include "collector/daemon/api_parts.h"
 #include "collector/daemon/routes.h"
-#include "collector/snapshot_id.h"
+#include "collector/catalog/snapshot_id.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

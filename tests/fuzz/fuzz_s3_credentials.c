@@ -1,4 +1,4 @@
-/* Fuzzes the bucket's credentials file (collector/s3_credentials.h): an
+/* Fuzzes the bucket's credentials file (collector/s3/s3_credentials.h): an
  * operator's file, read at every start.
  *
  * Input: the file's text, all of it.
@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "collector/s3_credentials.h"
+#include "collector/s3/s3_credentials.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,4 +1,4 @@
-/* Fuzzes SigV4's canonical forms (collector/s3_sigv4.h): object keys,
+/* Fuzzes SigV4's canonical forms (collector/s3/s3_sigv4.h): object keys,
  * prefixes and upload ids come from callers and from a bucket's listings.
  *
  * Input: NUL-separated fields: the method, the path, then pairs of query
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/s3_sigv4.h"
+#include "collector/s3/s3_sigv4.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,4 +1,4 @@
-/* Fuzzes the reader of S3's XML answers (collector/s3_xml.h): a gateway's
+/* Fuzzes the reader of S3's XML answers (collector/s3/s3_xml.h): a gateway's
  * bytes, or those of anything answering at the configured endpoint.
  *
  * Input: the answer, all of it.
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/s3_xml.h"
+#include "collector/s3/s3_xml.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,4 +1,4 @@
-/* Fuzzes the snapshot host index reader (collector/snap_index.h): the
+/* Fuzzes the snapshot host index reader (collector/store/snap_index.h): the
  * index is read back from the store's disk, where anything may have
  * happened to it, and its offsets pick the bytes an HTTP answer sends.
  *
@@ -19,7 +19,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "collector/snap_index.h"
+#include "collector/store/snap_index.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

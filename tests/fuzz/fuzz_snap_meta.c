@@ -1,4 +1,4 @@
-/* Fuzzes the snapshot sidecar parser (collector/snap_meta.h): a sidecar is
+/* Fuzzes the snapshot sidecar parser (collector/store/snap_meta.h): a sidecar is
  * read back from a bucket another writer may share, and what it says
  * becomes a catalog row at a rebuild.
  *
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/snap_meta.h"
+#include "collector/store/snap_meta.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -947,7 +947,7 @@ def write(target, files):
 # --- fuzz_snap_index ----------------------------------------------------------
 
 def snap_index(trace, head, hosts, fix=True, header_extra=b""):
-    """An index file (collector/snap_index.h) of |hosts|: (name, [(off,
+    """An index file (collector/store/snap_index.h) of |hosts|: (name, [(off,
     len)...]) pairs, with right checksums unless |fix| is False. The
     control byte before it asks the harness to fix them again (bit 0)."""
     table = b""
@@ -995,7 +995,7 @@ def snap_index_corpus():
 # --- fuzz_snap_meta -------------------------------------------------------------
 
 def snap_meta_corpus():
-    """A sidecar (collector/snap_meta.h) of a partial snapshot, one of a
+    """A sidecar (collector/store/snap_meta.h) of a partial snapshot, one of a
     complete one, a host failed part-way, non-ASCII text; then ones the
     parser refuses: a count over 64 bits' signed range, a state the
     hosts do not give, an id not the object's, a duplicate key, text cut
