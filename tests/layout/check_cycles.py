@@ -76,25 +76,38 @@ def objects(build):
                 yield path
 
 
+def symbols(objs, batch=200):
+    """(object, symbol, kind) of every symbol of |objs|: one nm per
+    |batch| objects (-A names each line's file), not one per object,
+    whose start cost most of the check's time (a minute and more on a
+    loaded machine, for a few hundred objects)."""
+    for i in range(0, len(objs), batch):
+        chunk = objs[i:i + batch]
+        out = subprocess.run(['nm', '-P', '-A'] + chunk, capture_output=True,
+                             text=True, check=True).stdout
+        for line in out.splitlines():
+            obj, sep, rest = line.partition(': ')
+            p = rest.split()
+            if not sep or len(p) < 2:
+                continue
+            yield obj, p[0], p[1]
+
+
 def graph(build):
     """{room: {file: {callee: set(symbols)}}} from nm -P of every object."""
     defs = collections.defaultdict(set)   # (room, symbol) -> files
     undefs = collections.defaultdict(set)  # (room, file) -> symbols
     nodes = collections.defaultdict(set)
-    for obj in objects(build):
-        room, f = room_of(build, obj)
+    objs = list(objects(build))
+    where = {obj: room_of(build, obj) for obj in objs}
+    for room, f in where.values():
         nodes[room].add(f)
-        out = subprocess.run(['nm', '-P', obj], capture_output=True,
-                             text=True, check=True).stdout
-        for line in out.splitlines():
-            p = line.split()
-            if len(p) < 2:
-                continue
-            sym, kind = p[0], p[1]
-            if kind in 'TDBRCVW':
-                defs[(room, sym)].add(f)
-            elif kind == 'U':
-                undefs[(room, f)].add(sym)
+    for obj, sym, kind in symbols(objs):
+        room, f = where[obj]
+        if kind in 'TDBRCVW':
+            defs[(room, sym)].add(f)
+        elif kind == 'U':
+            undefs[(room, f)].add(sym)
     g = {room: {f: collections.defaultdict(set) for f in fs}
          for room, fs in nodes.items()}
     for (room, f), syms in undefs.items():
