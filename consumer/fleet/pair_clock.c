@@ -114,6 +114,11 @@ double tg_pair_clock_room(const tg_pair_sample_t *s, size_t n,
   return room;
 }
 
+bool tg_pair_clock_usable(const tg_pair_sample_t *s,
+                          const tg_pair_prior_t *prior) {
+  return usable(s, s->c1, prior);
+}
+
 double tg_pair_clock_theta(const tg_pair_fit_t *fit, int64_t t) {
   return fit->offset_ns + fit->drift * (double)(t - fit->t0);
 }

@@ -33,6 +33,7 @@
 #define TRACEGATE_CONSUMER_FLEET_PAIR_CLOCK_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 /* The drifts searched: two quartz clocks differ by tens of ppm; this
@@ -89,6 +90,11 @@ int tg_pair_clock_fit(const tg_pair_sample_t *s, size_t n,
 double tg_pair_clock_room(const tg_pair_sample_t *s, size_t n,
                           const tg_pair_prior_t *prior,
                           const tg_pair_fit_t *fit);
+
+/* Whether |s| is a sample tg_pair_clock_fit could use under |prior|
+ * (NULL: none): its times in order and within the prior. */
+bool tg_pair_clock_usable(const tg_pair_sample_t *s,
+                          const tg_pair_prior_t *prior);
 
 /* The server's clock minus the client's at client time |t|, by |fit|. */
 double tg_pair_clock_theta(const tg_pair_fit_t *fit, int64_t t);

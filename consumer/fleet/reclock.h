@@ -158,6 +158,9 @@ typedef struct tg_reclock_stats {
   uint64_t pairs_outside;  /* of them, timed outside the recording */
   uint64_t windows, windows_borrowed;
   uint64_t windows_begin_first; /* fits moved under their upper bounds */
+  /* Lines lowered for a request re-timed by a window's line not fitted on
+   * it (it crosses a window's edge, or its window borrowed a line). */
+  uint64_t windows_lowered;
   uint64_t edges, paths_disagree;
   size_t hosts_moved;
   uint64_t bytes_in, bytes_out;

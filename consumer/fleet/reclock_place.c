@@ -30,6 +30,34 @@ static double theta_at(const tg__rc_edge_t *e, size_t w, int64_t t) {
   return tg_pair_clock_theta(&x->fit, t);
 }
 
+static size_t window_of(const tg_reclock_t *rc, int64_t t);
+
+/* What each window's own fit does not hold: a request whose halves are
+ * re-timed by another window's line than the one fitted on it (its
+ * server's begin falls in the next window, past the line's last sample,
+ * or its window borrowed a neighbour's line). Each line a request is
+ * re-timed by is lowered until the server's begin stays
+ * TG_RECLOCK_BEGIN_SLACK_NS after its client's, as a window's own fit
+ * does: the upper bounds are the hard ones (fit_edge). Lowering a line
+ * only adds room to the others it holds, so one pass holds them all. */
+static void hold_every_request(const tg_reclock_t *rc, tg__rc_edge_t *e,
+                               const tg_pair_prior_t *prior,
+                               tg_reclock_stats_t *st) {
+  for (size_t i = 0; i < e->n; i++) {
+    const tg_pair_sample_t *s = &e->s[i];
+    if (!tg_pair_clock_usable(s, prior)) continue;
+    /* A client moved is re-timed at its send, a server at its receive. */
+    const int64_t at[2] = {s->c1, s->s1};
+    for (size_t k = 0; k < 2; k++) {
+      size_t w = window_of(rc, at[k]);
+      double room = (double)(s->s1 - s->c1) - theta_at(e, w, at[k]);
+      if (room >= TG_RECLOCK_BEGIN_SLACK_NS) continue;
+      e->win[w].fit.offset_ns += room - TG_RECLOCK_BEGIN_SLACK_NS;
+      st->windows_lowered++;
+    }
+  }
+}
+
 /* Fits |e| window by window; false when no window has enough samples
  * within the prior. */
 static bool fit_edge(tg_reclock_t *rc, tg__rc_edge_t *e,
@@ -96,6 +124,7 @@ static bool fit_edge(tg_reclock_t *rc, tg__rc_edge_t *e,
     }
     e->win[w].own = false;
   }
+  hold_every_request(rc, e, &prior, st);
   return true;
 }
 
