@@ -102,18 +102,6 @@ int tg_pair_clock_fit(const tg_pair_sample_t *s, size_t n,
   return 0;
 }
 
-double tg_pair_clock_room(const tg_pair_sample_t *s, size_t n,
-                          const tg_pair_prior_t *prior,
-                          const tg_pair_fit_t *fit) {
-  double room = INFINITY;
-  for (size_t i = 0; i < n; i++) {
-    if (!usable(&s[i], fit->t0, prior)) continue;
-    double r = (double)(s[i].s1 - s[i].c1) - tg_pair_clock_theta(fit, s[i].c1);
-    if (r < room) room = r;
-  }
-  return room;
-}
-
 bool tg_pair_clock_usable(const tg_pair_sample_t *s,
                           const tg_pair_prior_t *prior) {
   return usable(s, s->c1, prior);

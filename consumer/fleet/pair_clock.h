@@ -82,15 +82,6 @@ typedef struct tg_pair_prior {
 int tg_pair_clock_fit(const tg_pair_sample_t *s, size_t n,
                       const tg_pair_prior_t *prior, tg_pair_fit_t *out);
 
-/* The least room |fit| leaves under the upper bounds of the samples it
- * used (as tg_pair_clock_fit chose them with |prior|): the smallest
- * s1 - c1 - theta(c1), ns; +INFINITY for none. A line with room >= 0
- * places no server's receive before its client's send, whatever its
- * lower bounds say (a server's own "answered" time may come late). */
-double tg_pair_clock_room(const tg_pair_sample_t *s, size_t n,
-                          const tg_pair_prior_t *prior,
-                          const tg_pair_fit_t *fit);
-
 /* Whether |s| is a sample tg_pair_clock_fit could use under |prior|
  * (NULL: none): its times in order and within the prior. */
 bool tg_pair_clock_usable(const tg_pair_sample_t *s,

@@ -157,9 +157,8 @@ typedef struct tg_reclock_stats {
   uint64_t pairs;          /* flows seen on two hosts: samples */
   uint64_t pairs_outside;  /* of them, timed outside the recording */
   uint64_t windows, windows_borrowed;
-  uint64_t windows_begin_first; /* fits moved under their upper bounds */
-  /* Lines lowered for a request re-timed by a window's line not fitted on
-   * it (it crosses a window's edge, or its window borrowed a line). */
+  /* Lines lowered under a request's upper bound (its server's receive
+   * would have come before its client's send): one per request and line. */
   uint64_t windows_lowered;
   uint64_t edges, paths_disagree;
   size_t hosts_moved;

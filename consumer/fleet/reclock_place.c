@@ -30,23 +30,30 @@ static double theta_at(const tg__rc_edge_t *e, size_t w, int64_t t) {
   return tg_pair_clock_theta(&x->fit, t);
 }
 
-static size_t window_of(const tg_reclock_t *rc, int64_t t);
+/* The window of time |t|. */
+static size_t window_of(const tg_reclock_t *rc, int64_t t) {
+  if (t <= rc->t_lo) return 0;
+  uint64_t i = (uint64_t)(t - rc->t_lo) / (uint64_t)rc->win_ns;
+  return i < rc->n_win ? (size_t)i : rc->n_win - 1;
+}
 
-/* What each window's own fit does not hold: a request whose halves are
- * re-timed by another window's line than the one fitted on it (its
- * server's begin falls in the next window, past the line's last sample,
- * or its window borrowed a neighbour's line). Each line a request is
- * re-timed by is lowered until the server's begin stays
- * TG_RECLOCK_BEGIN_SLACK_NS after its client's, as a window's own fit
- * does: the upper bounds are the hard ones (fit_edge). Lowering a line
- * only adds room to the others it holds, so one pass holds them all. */
+/* The upper bounds are the hard ones: a server's slice that goes on after
+ * it answered (its end past the client's) breaks a lower bound without
+ * anything being out of order, while trace processor joins a flow only
+ * when the server's slice begins after the client's. So every used
+ * request is held against each line the rewrite moves its halves by (a
+ * client at its send, a server at its receive: the window each falls in,
+ * which for a request across a window's edge, or in a window that
+ * borrowed a neighbour's line, is not the line fitted on it), and a line
+ * that leaves it under TG_RECLOCK_BEGIN_SLACK_NS of room is lowered by
+ * what is missing. Lowering a line only adds room to the others it holds,
+ * so one pass holds them all. */
 static void hold_every_request(const tg_reclock_t *rc, tg__rc_edge_t *e,
                                const tg_pair_prior_t *prior,
                                tg_reclock_stats_t *st) {
   for (size_t i = 0; i < e->n; i++) {
     const tg_pair_sample_t *s = &e->s[i];
     if (!tg_pair_clock_usable(s, prior)) continue;
-    /* A client moved is re-timed at its send, a server at its receive. */
     const int64_t at[2] = {s->c1, s->s1};
     for (size_t k = 0; k < 2; k++) {
       size_t w = window_of(rc, at[k]);
@@ -86,17 +93,6 @@ static bool fit_edge(tg_reclock_t *rc, tg__rc_edge_t *e,
       int rv = tg_pair_clock_fit(e->s + i, j - i, &prior, &fit);
       e->rejected += fit.rejected;
       if (rv == 0 && fit.used >= TG_RECLOCK_WINDOW_MIN_SAMPLES) {
-        /* The upper bounds are the hard ones: a server's slice that
-         * goes on after it answered (its end past the client's) breaks
-         * a lower bound without anything being out of order, while
-         * trace processor joins a flow only when the server's slice
-         * begins after the client's. So the line goes under every used
-         * request's upper bound, by TG_RECLOCK_BEGIN_SLACK_NS. */
-        double room = tg_pair_clock_room(e->s + i, j - i, &prior, &fit);
-        if (room < TG_RECLOCK_BEGIN_SLACK_NS) {
-          fit.offset_ns += room - TG_RECLOCK_BEGIN_SLACK_NS;
-          st->windows_begin_first++;
-        }
         e->used += fit.used;
         e->win[w] = (tg__rc_win_t){true, fit, e->s[i].c1, e->s[j - 1].c1};
         if (fit.margin_ns < e->min_margin) e->min_margin = fit.margin_ns;
@@ -124,19 +120,13 @@ static bool fit_edge(tg_reclock_t *rc, tg__rc_edge_t *e,
     }
     e->win[w].own = false;
   }
+  /* Under every request's upper bound (hold_every_request). */
   hold_every_request(rc, e, &prior, st);
   return true;
 }
 
 bool tg__rc_moved(const tg_reclock_t *rc, size_t k) {
   return k < rc->n_hosts && (rc->has_constant[k] || rc->corr[k].edge);
-}
-
-/* The window of time |t|. */
-static size_t window_of(const tg_reclock_t *rc, int64_t t) {
-  if (t <= rc->t_lo) return 0;
-  uint64_t i = (uint64_t)(t - rc->t_lo) / (uint64_t)rc->win_ns;
-  return i < rc->n_win ? (size_t)i : rc->n_win - 1;
 }
 
 double tg__rc_corr_at(const tg_reclock_t *rc, size_t k, int64_t t) {
@@ -252,9 +242,7 @@ int tg_reclock_place(tg_reclock_t *rc, tg_reclock_host_t *hosts,
       if (!e->fitted || e->in_tree) continue;
       int64_t t = e->s[e->n / 2].c1;
       double tree = tg__rc_corr_at(rc, e->a, t) - tg__rc_corr_at(rc, e->b, t);
-      size_t w = (size_t)((uint64_t)(t - rc->t_lo) / (uint64_t)rc->win_ns);
-      if (w >= rc->n_win) w = rc->n_win - 1;
-      double own = theta_at(e, w, t);
+      double own = theta_at(e, window_of(rc, t), t);
       if (fabs(tree - own) > fmax(e->min_margin, 0) + TG_RECLOCK_DISAGREE_NS)
         st->paths_disagree++;
     }
