@@ -246,7 +246,8 @@ int tg_clone_read_start(tg_clone_read_t *e, tg_consumer_t *c,
 
 int tg_clone_read_start_session(tg_clone_read_t *e, tg_consumer_t *c,
                                 const uint8_t *config, size_t len) {
-  if (e->st != TG_CLONE_CONNECTING || !e->o.ops->enable) {
+  if (!e->o.ops->enable) return -EOPNOTSUPP; /* ops without sessions */
+  if (e->st != TG_CLONE_CONNECTING) {
     set_state(e, TG_CLONE_TRACING); /* refused: counted, logged */
     return -EINVAL;
   }
@@ -261,7 +262,7 @@ int tg_clone_read_start_session(tg_clone_read_t *e, tg_consumer_t *c,
 tg_clone_state_t tg_clone_read_cancel(tg_clone_read_t *e, int status,
                                       const char *msg) {
   if (tg_clone_read_over(e)) return e->st;
-  if (!e->status && (e->st == TG_CLONE_STATS || e->st == TG_CLONE_FREEING)) {
+  if (tg_clone_read_whole(e)) {
     set_state(e, TG_CLONE_DONE);
   } else {
     note_failure(e, status ? status : -ECANCELED, msg);

@@ -181,6 +181,7 @@ int tg_clone_read_start(tg_clone_read_t *e, tg_consumer_t *c,
  * of a session it refused; one it failed goes with the connection). */
 int tg_clone_read_start_session(tg_clone_read_t *e, tg_consumer_t *c,
                                 const uint8_t *config, size_t len);
+/* (-EOPNOTSUPP, the state untouched, for ops without an |enable|.) */
 
 /* The caller ends the clone (its connection goes, the caller failed it):
  * a clone read whole (STATS, FREEING, no failure noted on the way) ends
@@ -222,6 +223,14 @@ static inline tg_clone_state_t tg_clone_read_state(const tg_clone_read_t *e) {
 }
 static inline bool tg_clone_read_over(const tg_clone_read_t *e) {
   return e->st == TG_CLONE_DONE || e->st == TG_CLONE_FAILED;
+}
+/* Whether every packet was read and no failure noted: only the loss
+ * counters and the freeing are left, or nothing (DONE). A caller that
+ * ends the engine then has its data whole (tg_clone_read_cancel ends it
+ * DONE). */
+static inline bool tg_clone_read_whole(const tg_clone_read_t *e) {
+  return !e->status && (e->st == TG_CLONE_STATS ||
+                        e->st == TG_CLONE_FREEING || e->st == TG_CLONE_DONE);
 }
 /* The state the first failure ended (meaningful once FAILED). */
 static inline tg_clone_state_t tg_clone_read_failed_in(const tg_clone_read_t *e) {

@@ -297,20 +297,25 @@ static void bh_set(coll_boost_host_t *bh, bh_state_t to) {
 }
 
 /* The boost's first failure: what its row says. Logged once. */
+static void bh_vnote(coll_boost_host_t *bh, bh_reason_t reason,
+                     const char *fmt, va_list ap) {
+  if (bh->failed) return;
+  bh->failed = true;
+  bh->reason = reason;
+  vsnprintf(bh->err, sizeof(bh->err), fmt, ap);
+  TG_WARN("snapshot %016" PRIx64 ": host %s: %s perf boost: %s",
+          bh->b->snap_id, bh->h->t.spec, TG_NOTE(COLLECTOR_PERF_BOOST_FAILED),
+          bh->err);
+}
+
 static void bh_note(coll_boost_host_t *bh, bh_reason_t reason,
                     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void bh_note(coll_boost_host_t *bh, bh_reason_t reason,
                     const char *fmt, ...) {
-  if (bh->failed) return;
-  bh->failed = true;
-  bh->reason = reason;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(bh->err, sizeof(bh->err), fmt, ap);
+  bh_vnote(bh, reason, fmt, ap);
   va_end(ap);
-  TG_WARN("snapshot %016" PRIx64 ": host %s: %s perf boost: %s",
-          bh->b->snap_id, bh->h->t.spec, TG_NOTE(COLLECTOR_PERF_BOOST_FAILED),
-          bh->err);
 }
 
 /* The connection goes: the engine hears no more of it. */
@@ -321,17 +326,16 @@ static void bh_close(coll_boost_host_t *bh) {
   tg_consumer_close(bh->c);
 }
 
-#define bh_fail(bh, reason, ...)          \
-  do {                                    \
-    bh_note((bh), (reason), __VA_ARGS__); \
-    bh_close(bh);                         \
-  } while (0)
-
-/* Whether the boost's read-out is whole: only its statistics or the
- * freeing are left (or done). */
-static bool read_whole(const coll_boost_host_t *bh) {
-  tg_clone_state_t st = tg_clone_read_state(&bh->e);
-  return st == TG_CLONE_STATS || st == TG_CLONE_FREEING || st == TG_CLONE_DONE;
+/* A failure noted, then the connection closed. */
+static void bh_fail(coll_boost_host_t *bh, bh_reason_t reason,
+                    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void bh_fail(coll_boost_host_t *bh, bh_reason_t reason,
+                    const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  bh_vnote(bh, reason, fmt, ap);
+  va_end(ap);
+  bh_close(bh);
 }
 
 static void on_gone(void *ctx, const char *detail) {
@@ -359,13 +363,13 @@ static void on_gone(void *ctx, const char *detail) {
 
 static void on_close(tg_consumer_t *c, int status, const char *msg) {
   coll_boost_host_t *bh = tg_consumer_data(c);
-  if (!read_whole(bh))
+  if (!tg_clone_read_whole(&bh->e))
     bh_note(bh, BR_LOST, "the connection closed: %s",
             status ? msg : "before the boost was read");
   tg_clone_read_cancel(&bh->e, status ? status : TG_EPEER_CLOSED, msg);
   /* The consumer is freed once this returns: nothing may close it again
    * (a tick, a cut) until the transport is released. */
-  if (bh->st != BH_CLOSING) bh_set(bh, BH_CLOSING);
+  bh_set(bh, BH_CLOSING); /* a no-move when closing already */
   bh->c = NULL;
   bh->b->c->dialer.release(bh->conn, on_gone, bh);
 }
@@ -723,13 +727,8 @@ void coll_boosts_start(coll_boosts_t *b, size_t k, coll_host_t *h) {
                              err, sizeof(err));
   if (rv < 0) {
     bh_set(bh, BH_RELEASED);
-    bh->failed = true;
-    bh->reason = BR_UNREACHABLE;
     b->c->counts.perf_boosts[COLL_BOOST_FAILED]++;
-    snprintf(bh->err, sizeof(bh->err), "cannot connect: %.400s", err);
-    TG_WARN("snapshot %016" PRIx64 ": host %s: %s perf boost: %s",
-            b->snap_id, h->t.spec, TG_NOTE(COLLECTOR_PERF_BOOST_FAILED),
-            bh->err);
+    bh_note(bh, BR_UNREACHABLE, "cannot connect: %.400s", err);
     return;
   }
   tg_consumer_set_data(cons, bh);
@@ -765,7 +764,7 @@ void coll_boosts_end(coll_boosts_t *b, const char *why) {
   for (size_t i = 0; b && i < b->n; i++) {
     coll_boost_host_t *bh = &b->hosts[i];
     if (bh->st != BH_DIAL && bh->st != BH_RUN) continue;
-    if (read_whole(bh)) bh_close(bh);
+    if (tg_clone_read_whole(&bh->e)) bh_close(bh);
     else bh_fail(bh, BR_CUT, "%s", why);
   }
 }

@@ -957,8 +957,7 @@ static void end_hosts(coll_snap_t *s, const char *why) {
   for (size_t i = 0; i < s->n; i++) {
     snap_host_t *sh = &s->hosts[i];
     if (sh->st != COLL_SH_ACTIVE) continue;
-    tg_clone_state_t st = tg_clone_read_state(&sh->e);
-    if (st == TG_CLONE_STATS || st == TG_CLONE_FREEING) host_close(sh);
+    if (tg_clone_read_whole(&sh->e)) host_close(sh);
     else host_fail(sh, "%s", why);
   }
   coll_boosts_end(s->boost, why);

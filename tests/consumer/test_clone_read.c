@@ -302,6 +302,17 @@ static void a_session_is_read_out_once_it_ends(void **st) {
   assert_int_equal(W.n_states, 5);
   assert_memory_equal(W.states, want, sizeof(want));
   assert_int_equal(tg_clone_read_bad_transitions(&e), 0);
+  /* Ops without sessions: refused, the state untouched, nothing counted. */
+  static const tg_clone_ops_t kNoEnable = {fake_clone, fake_read, fake_stats,
+                                           fake_free, NULL};
+  tg_clone_read_t q;
+  tg_clone_read_init(&q, &clk.clock,
+                     &(tg_clone_read_opts_t){.ops = &kNoEnable}, &kCbs,
+                     "test", NULL);
+  assert_int_equal(tg_clone_read_start_session(&q, kConn, cfg, sizeof(cfg)),
+                   -EOPNOTSUPP);
+  assert_int_equal(tg_clone_read_state(&q), TG_CLONE_CONNECTING);
+  assert_int_equal(tg_clone_read_bad_transitions(&q), 0);
   /* Once started, neither start is accepted again. */
   assert_int_equal(tg_clone_read_start_session(&e, kConn, cfg, sizeof(cfg)),
                    -EINVAL);
