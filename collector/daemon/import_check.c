@@ -5,8 +5,10 @@
  * imports the whole file by its name in the store and, when that fails,
  * writes each host's part (the head and the host's extents, read through
  * the index) into a private temporary directory and imports it, and the
- * loop records the verdicts. A snapshot deleted during its check (its
- * file's link count 0) gets no verdict: a refusal might be the deletion's.
+ * loop records the verdicts. A snapshot deleted during its check (no
+ * longer live in the catalog when the verdicts come back) gets no
+ * verdict: a refusal might be the deletion's. The catalog is asked, not
+ * the file: a bucket's file here is a private copy no deletion touches.
  */
 #include "collector/daemon/import_check.h"
 #include "collector/daemon/check_runner.h"
@@ -39,12 +41,11 @@ typedef struct icheck_job {
   coll_t *c;
   uint64_t id;
   int fd, ifd; /* the trace and its index (-1: none) */
-  char trace[TG_COLL_CONFIG_PATH_MAX + 64];
+  char trace[TG_COLL_FILE_NAME_MAX]; /* its file's name, for the words */
   char tp[TG_COLL_CONFIG_PATH_MAX + 1];
   tg_tp_limits_t lim;
   /* The work's results. */
   char why[TG_TP_WHY_MAX + 64]; /* the check could not be made ("": it was) */
-  bool deleted;  /* the snapshot went away during the check */
   tg_tp_verdict_t whole;
   tg_coll_index_t ix; /* parts_checked: the hosts, in the index's order */
   const _Atomic bool *stop; /* the daemon stops: no more imports */
@@ -77,11 +78,6 @@ static void import(icheck_job_t *j, int fd, const char *name,
   else
     tg_tp_import_fd(j->tp, fd, name, &j->lim, v);
   if (v->uid_kept) j->uid_kept = true;
-}
-
-static bool gone(const icheck_job_t *j) {
-  struct stat st;
-  return fstat(j->fd, &st) != 0 || st.st_nlink == 0;
 }
 
 /* Host |h|'s part into |path|. 0 or -errno. */
@@ -177,17 +173,12 @@ static void do_work(uv_work_t *w) {
     snprintf(j->why, sizeof(j->why), "%s", j->whole.why);
     return;
   }
-  if (gone(j)) {
-    j->deleted = true;
-    return;
-  }
   if (j->whole.failure == TG_TP_OK) return;
   if (j->ifd < 0) {
     snprintf(j->why, sizeof(j->why), "it has no host index");
     return;
   }
   check_parts(j, (uint64_t)st.st_size);
-  if (gone(j)) j->deleted = true;
 }
 
 /* --- the verdicts (the loop) ------------------------------------------------- */
@@ -253,7 +244,9 @@ static void record(icheck_job_t *j) {
             "%s", tg_notice_tag(TG_N_COLLECTOR_CHECK_NOT_MADE), j->id, j->why);
     return;
   }
-  if (j->deleted) {
+  tg_coll_snapshot_t row;
+  if (tg_coll_store_get(c->store, j->id, &row) != 0 ||
+      !(TG_COLL_LIVE_STATES & TG_COLL_STATE_BIT(row.state))) {
     TG_INFO("snapshot %016" PRIx64 ": deleted during its import check: no "
             "verdict", j->id);
     return;
@@ -339,8 +332,8 @@ static void start_next(coll_t *c) {
     if (tg_coll_store_open_index(c->store, id, &j->ifd) != 0) j->ifd = -1;
     char name[TG_COLL_FILE_NAME_MAX];
     tg_coll_id_file_name(id, 0, name);
-    snprintf(j->trace, sizeof(j->trace), "%s/%s/%s", c->cfg.store,
-             TG_COLL_SNAPSHOT_DIR, name);
+    /* For the verdict's words: the import reads the fd. */
+    snprintf(j->trace, sizeof(j->trace), "%s", name);
     snprintf(j->tp, sizeof(j->tp), "%s", c->cfg.check_trace_processor);
     j->lim.timeout_ms = (uint64_t)c->cfg.check_timeout_ms;
     j->lim.memory = c->cfg.check_memory;
