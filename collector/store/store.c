@@ -285,6 +285,7 @@ int tg_coll_store_retain(tg_coll_store_t *s, tg_coll_retained_t *out) {
 
 int tg_coll_store_fetch_new(tg_coll_store_t *s, uint64_t id, bool index,
                             tg_coll_fetch_t **out) {
+  if (!s->ops->fetch_new) return -EOPNOTSUPP;
   return s->ops->fetch_new(s, id, index, out);
 }
 
@@ -307,7 +308,7 @@ tg_coll_store_kind_t tg_coll_store_kind(const tg_coll_store_t *s) {
 }
 
 bool tg_coll_store_remote(const tg_coll_store_t *s) {
-  return s->ops->kind != TG_COLL_STORE_DIRECTORY;
+  return s->ops->fetch_new != NULL; /* store.h: what "remote" means */
 }
 
 bool tg_coll_store_can_presign(const tg_coll_store_t *s) {

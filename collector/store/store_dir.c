@@ -44,12 +44,6 @@ static void dir_remove(tg_coll_store_t *s, uint64_t id) {
   tg__coll_unlink_index(s, id);
 }
 
-static int dir_fetch_new(tg_coll_store_t *s, uint64_t id, bool index,
-                         tg_coll_fetch_t **out) {
-  (void)s, (void)id, (void)index, (void)out;
-  return -EOPNOTSUPP; /* tg_coll_store_open_file reads it in place */
-}
-
 static int dir_symput_new(tg_coll_store_t *s, uint64_t id,
                           tg_coll_symput_t **out) {
   (void)s, (void)id, (void)out;
@@ -288,7 +282,7 @@ const tg__coll_store_ops_t tg__coll_store_dir = {
     .presign = NULL, /* a file has no URL of its own */
     .refresh_meta = dir_refresh_meta,
     .remove = dir_remove,
-    .fetch_new = dir_fetch_new,
+    .fetch_new = NULL, /* tg_coll_store_open_file reads it in place */
     .symput_new = dir_symput_new,
     .symbols_commit = dir_symbols_commit,
     .symbols_gone = dir_symbols_gone,

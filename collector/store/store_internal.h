@@ -52,7 +52,7 @@ struct tg_coll_writer {
 struct tg__coll_store_ops {
   tg_coll_store_kind_t kind;
   /* store.h's tg_coll_store_symbols_shareable. (Whether the store is
-   * remote follows from |kind|, whether it presigns from |presign|.) */
+   * remote follows from |fetch_new|, whether it presigns from |presign|.) */
   bool symbols_shareable;
   /* Frees the backend's state (store close). */
   void (*close)(tg_coll_store_t *s);
@@ -70,7 +70,9 @@ struct tg__coll_store_ops {
   /* |id|'s row is gone: its trace, index and symbols go (failures logged:
    * the next open removes what is left). */
   void (*remove)(tg_coll_store_t *s, uint64_t id);
-  /* store.h's fetch and symput: made on the store's thread. */
+  /* store.h's fetch and symput: made on the store's thread. fetch_new
+   * NULL: the backend's files are read in place (tg_coll_store_open_file),
+   * which is what tg_coll_store_remote() says. */
   int (*fetch_new)(tg_coll_store_t *s, uint64_t id, bool index,
                    tg_coll_fetch_t **out);
   int (*symput_new)(tg_coll_store_t *s, uint64_t id, tg_coll_symput_t **out);
