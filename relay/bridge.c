@@ -70,7 +70,11 @@ static void on_timer_closed(uv_handle_t *h) {
 /* Frees the bridge once both transports are closed. The timer closes last:
  * its close callback runs after every earlier close callback. */
 void tg__bridge_maybe_free(tg_relay_bridge_t *b) {
-  if (b->client_open || b->up_open || b->state == B_FREEING) return;
+  /* Once only: the timer's close is the guard, whether or not the table
+   * allowed the move to FREEING. */
+  if (b->client_open || b->up_open || b->state == B_FREEING ||
+      uv_is_closing((uv_handle_t *)&b->timer))
+    return;
   tg__bridge_set_state(b, B_FREEING, "both transports closed");
   if (b->authorized) {
     const tg_relay_filter_stats_t *st = &b->filter.stats;
