@@ -114,6 +114,19 @@ class Configs(unittest.TestCase):
         self.assertEqual(tracecheck.shortfalls({"sched": 90}, {"sched": 100}),
                          [])
 
+    def test_rows_are_counted_over_the_time_both_traces_cover(self):
+        self.assertEqual(tracecheck.common_window((10, 50), (20, 60)),
+                         (20, 50))
+        self.assertIsNone(tracecheck.common_window((10, 20), (30, 40)))
+        self.assertIsNone(tracecheck.common_window(None, (30, 40)))
+        q = tracecheck._query((20, 50))
+        self.assertIn("(select count(*) from sched where ts between 20 and "
+                      "50)", q)
+        self.assertIn("(select count(*) from process)", q)
+        self.assertIn("from slice where (category is null or category != "
+                      "'metatrace') and ts between 20 and 50", q)
+        self.assertNotIn("between", tracecheck._query())
+
     def test_a_table_perfetto_leaves_empty_is_not_compared(self):
         self.assertEqual(tracecheck.shortfalls({}, {"slices": 0}), [])
 

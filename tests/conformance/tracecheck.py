@@ -7,41 +7,64 @@ import io
 import os
 import subprocess
 
-# (label, the rows counted): the tables Perfetto's probes fill. Slices
-# are the traced system's: perfetto.metatrace's time each tracer's own
-# code, which the two stacks share no reason to have as many of.
-TABLES = (("sched", "sched"), ("thread_state", "thread_state"),
-          ("counters", "counter"), ("process", "process"),
-          ("thread", "thread"), ("ftrace_event", "ftrace_event"),
-          ("slices", "slice where category is null "
-                     "or category != 'metatrace'"))
+# (label, table, filter, timed): the tables Perfetto's probes fill, and
+# whether their rows have a time (ts) that a window can bound. Slices are
+# the traced system's: perfetto.metatrace's time each tracer's own code,
+# which the two stacks share no reason to have as many of.
+TABLES = (("sched", "sched", None, True),
+          ("thread_state", "thread_state", None, True),
+          ("counters", "counter", None, True),
+          ("process", "process", None, False),
+          ("thread", "thread", None, False),
+          ("ftrace_event", "ftrace_event", None, True),
+          ("slices", "slice",
+           "(category is null or category != 'metatrace')", True))
 
 # A table of ours holds at least this share of the rows Perfetto's holds
 # for the same config, duration and workload.
 MIN_SHARE = 0.9
 
 
-def _query():
-    parts = ["select 'table' as kind, '%s' as name, "
-             "(select count(*) from %s) as value" % t for t in TABLES]
+def _count(table, where, timed, window):
+    conds = [where] if where else []
+    if timed and window:
+        conds.append("ts between %d and %d" % window)
+    return "(select count(*) from %s%s)" % (
+        table, " where " + " and ".join(conds) if conds else "")
+
+
+def _query(window=None):
+    """The query of inspect(): each table's rows, those with a time only
+    within |window| ((first ns, last ns), both included) when given."""
+    parts = ["select 'table' as kind, '%s' as name, %s as value" %
+             (label, _count(t, w, timed, window))
+             for label, t, w, timed in TABLES]
     parts.append("select 'stat', name || coalesce('[' || idx || ']', ''), "
                  "value from stats where value > 0 and "
                  "severity in ('error', 'data_loss')")
     return "\nunion all ".join(parts) + ";\n"
 
 
+def common_window(a, b):
+    """The time both traces cover, from their (start, end) bounds: None
+    when either is unknown or they do not overlap."""
+    if not a or not b:
+        return None
+    w = (max(a[0], b[0]), min(a[1], b[1]))
+    return w if w[0] <= w[1] else None
+
+
 class ImportError_(Exception):
     pass
 
 
-def inspect(tools, trace, workdir):
-    """({label: rows}, {stat: value}) of trace; ImportError_ if
-    trace_processor cannot import it."""
+def _run(tools, trace, workdir, name, sql_text, first_column):
+    """trace_processor's rows for sql_text on trace, as dicts."""
     if not os.path.isfile(trace) or os.path.getsize(trace) == 0:
         raise ImportError_("no trace written")
-    sql = os.path.join(workdir, "inspect.sql")
+    sql = os.path.join(workdir, name)
     with open(sql, "w") as f:
-        f.write(_query())
+        f.write(sql_text)
     r = subprocess.run([tools.perfetto_bin("trace_processor_shell"), "-q", sql,
                         trace], capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
@@ -50,11 +73,31 @@ def inspect(tools, trace, workdir):
     lines = r.stdout.splitlines()
     try:
         start = next(i for i, ln in enumerate(lines)
-                     if ln.startswith('"kind"'))
+                     if ln.startswith('"%s"' % first_column))
     except StopIteration:
         raise ImportError_("trace_processor printed no result")
+    return list(csv.DictReader(io.StringIO("\n".join(lines[start:]))))
+
+
+def bounds(tools, trace, workdir):
+    """(start, end) of trace in ns (trace_processor's trace_bounds); None
+    for an empty trace; ImportError_ if it cannot be imported."""
+    rows = _run(tools, trace, workdir, "bounds.sql",
+                "select start_ts, end_ts from trace_bounds;\n", "start_ts")
+    try:
+        b = (int(rows[0]["start_ts"]), int(rows[0]["end_ts"]))
+    except (IndexError, KeyError, TypeError, ValueError):
+        return None
+    return b if b[0] <= b[1] else None
+
+
+def inspect(tools, trace, workdir, window=None):
+    """({label: rows}, {stat: value}) of trace, the rows with a time only
+    within window when given; ImportError_ if trace_processor cannot
+    import it."""
     tables, stats = {}, {}
-    for row in csv.DictReader(io.StringIO("\n".join(lines[start:]))):
+    for row in _run(tools, trace, workdir, "inspect.sql", _query(window),
+                    "kind"):
         v = int(row["value"])
         (tables if row["kind"] == "table" else stats)[row["name"]] = v
     return tables, stats
