@@ -42,21 +42,19 @@ const char *tg_coll_rebuilt_name(tg_coll_rebuilt_t r) {
   return "?";
 }
 
-/* One id's objects, as the listing showed them. */
-typedef struct entry {
-  uint64_t id;
-  bool trace, meta;
-  uint64_t meta_size;
-} entry_t;
+typedef tg__coll_listed_t entry_t;
 
 typedef struct listing {
   tg_coll_store_t *s;
   entry_t *e;
   size_t n, cap;
-  size_t snapshots; /* entries with a trace or a sidecar */
+  size_t snapshots; /* entries with a trace or a sidecar, once sorted */
 } listing_t;
 
-/* Keys come in key order, so an id's objects are neighbours. Every id
+/* Keys come in key order from a store that lists as S3 says, so an id's
+ * objects are neighbours and share an entry; a listing out of order
+ * gives an id a second entry, which tg__coll_listed_sort() folds into the
+ * first. Every id
  * gets an entry; one with only an index or symbols (they need no row
  * field: the trace's index is named by the sidecar, the symbols are found
  * by their key) is no snapshot, but its id is counted as unreserved. */
@@ -76,9 +74,6 @@ static int on_object(void *ctx, const tg_s3_object_t *o) {
     l->e[l->n++] = (entry_t){.id = id};
   }
   entry_t *e = &l->e[l->n - 1];
-  if (!e->trace && !e->meta &&
-      (kind == TG__COLL_OBJ_TRACE || kind == TG__COLL_OBJ_META))
-    l->snapshots++;
   if (kind == TG__COLL_OBJ_TRACE) e->trace = true;
   if (kind == TG__COLL_OBJ_META) {
     e->meta = true;
@@ -96,6 +91,28 @@ static void unreserved(tg_coll_rebuild_t *out, uint64_t id) {
 static int cmp_id(const void *a, const void *b) {
   uint64_t x = ((const entry_t *)a)->id, y = ((const entry_t *)b)->id;
   return x < y ? -1 : x > y;
+}
+
+size_t tg__coll_listed_sort(tg__coll_listed_t *e, size_t n,
+                            size_t *snapshots) {
+  if (n) qsort(e, n, sizeof(*e), cmp_id);
+  size_t w = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (w && e[w - 1].id == e[i].id) {
+      entry_t *d = &e[w - 1];
+      d->trace |= e[i].trace;
+      if (e[i].meta) {
+        d->meta = true;
+        d->meta_size = e[i].meta_size;
+      }
+    } else {
+      e[w++] = e[i];
+    }
+  }
+  *snapshots = 0;
+  for (size_t i = 0; i < w; i++)
+    if (e[i].trace || e[i].meta) (*snapshots)++;
+  return w;
 }
 
 typedef struct sink {
@@ -262,9 +279,10 @@ int tg__coll_s3_rebuild(tg_coll_store_t *s, tg_coll_rebuild_fn fn, void *ctx,
     free(l.e);
     return err;
   }
-  /* In key order already for keys of one length; sorted all the same,
-   * for the promise of id order. */
-  if (l.n) qsort(l.e, l.n, sizeof(*l.e), cmp_id);
+  /* In key order already from a store that lists as S3 says; sorted all
+   * the same, for the promise of id order, and an id listed apart (a
+   * store that does not) made one. */
+  l.n = tg__coll_listed_sort(l.e, l.n, &l.snapshots);
   out->total = l.snapshots;
   uint64_t done = 0;
   for (size_t i = 0; !err && i < l.n; i++) {

@@ -1,7 +1,7 @@
 /* The store's snapshots in an S3 bucket instead of snapshots/ (store.h,
  * tg_coll_store_config_t.s3): the store's files become objects, its
- * protocol keeps its order. Nothing outside collector/store*.c includes
- * this.
+ * protocol keeps its order. Nothing outside collector/store/ includes
+ * this but the unit test of its listing's sort.
  *
  *   <prefix>snapshots/<id>.pftrace   a finished snapshot (live row)
  *   <prefix>snapshots/<id>.index     its host index, if any
@@ -121,6 +121,19 @@ int tg__coll_s3_open_symbols(tg_coll_store_t *s, uint64_t id, int *fd,
                              int *ifd);
 int tg__coll_s3_rebuild(tg_coll_store_t *s, tg_coll_rebuild_fn fn, void *ctx,
                         tg_coll_rebuild_t *out);
+
+/* One id's objects as a bucket listing showed them (store_rebuild.c). */
+typedef struct tg__coll_listed {
+  uint64_t id;
+  bool trace, meta;
+  uint64_t meta_size; /* the sidecar's listed size, when |meta| */
+} tg__coll_listed_t;
+/* Sorts |e| (|n| entries, the caller's) by id and folds entries of one id
+ * into one (a listing need not be in key order: S3 promises it, not every
+ * store keeps the promise); returns how many remain, in place, and
+ * *snapshots, those with a trace or a sidecar. Pure. */
+size_t tg__coll_listed_sort(tg__coll_listed_t *e, size_t n,
+                            size_t *snapshots);
 
 /* A client of the store's configuration, the caller's (to use on one
  * thread of its own; tg_s3_client_free). */
