@@ -7,18 +7,15 @@
 
 #include "collector/catalog/catalog_check.h"
 
+const char *const tg_coll_state_names[TG_COLL_STATE_COUNT] = {
+    [TG_COLL_PENDING] = "pending",
+    [TG_COLL_COMPLETE] = "complete",
+    [TG_COLL_PARTIAL] = "partial",
+    [TG_COLL_FAILED] = "failed",
+};
+
 const char *tg_coll_state_name(tg_coll_state_t s) {
-  switch (s) {
-    case TG_COLL_PENDING:
-      return "pending";
-    case TG_COLL_COMPLETE:
-      return "complete";
-    case TG_COLL_PARTIAL:
-      return "partial";
-    case TG_COLL_FAILED:
-      return "failed";
-  }
-  return "?";
+  return (unsigned)s < TG_COLL_STATE_COUNT ? tg_coll_state_names[s] : "?";
 }
 
 /* NULL counts as "" wherever |min| is 0. */

@@ -67,7 +67,11 @@ typedef enum tg_coll_state {
 #define TG_COLL_LIVE_STATES \
   (TG_COLL_STATE_BIT(TG_COLL_COMPLETE) | TG_COLL_STATE_BIT(TG_COLL_PARTIAL))
 
-/* "pending", "complete", "partial", "failed"; "?" out of range. */
+/* The states' names, indexed by state ("pending", "complete", "partial",
+ * "failed"): the catalog's words, which a state machine's table names
+ * too. */
+extern const char *const tg_coll_state_names[TG_COLL_STATE_COUNT];
+/* tg_coll_state_names[s]; "?" out of range. */
 const char *tg_coll_state_name(tg_coll_state_t s);
 
 /* What a snapshot is taken for: given at begin, never changed. Borrowed

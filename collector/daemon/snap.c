@@ -263,14 +263,10 @@ static const uint32_t kOutcomeNext[] = {
     [TG_COLL_FAILED] = 0,
 };
 #undef O
-static const char *const kOutcomeNames[] = {"pending", "complete", "partial",
-                                            "failed"};
 _Static_assert(TG_FSM_COUNT(kOutcomeNext) == TG_COLL_STATE_COUNT,
                "arrows per outcome");
-_Static_assert(TG_FSM_COUNT(kOutcomeNames) == TG_COLL_STATE_COUNT,
-               "a name per outcome");
 static const tg_fsm_def_t kOutcomeDef = {"snapshot", TG_COLL_STATE_COUNT,
-                                         kOutcomeNext, kOutcomeNames};
+                                         kOutcomeNext, tg_coll_state_names};
 
 /* The only writer of s->state, once: under common/fsm.h's policy. */
 static void set_outcome(coll_snap_t *s, tg_coll_state_t to) {
