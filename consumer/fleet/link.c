@@ -108,6 +108,12 @@ void tg_link_up(tg_link_t *l, uint64_t now_ms, bool heartbeat) {
 }
 
 uint64_t tg_link_resumed(tg_link_t *l, uint64_t now_ms, bool heartbeat) {
+  /* The counters are the owner's report, read as the move is told
+   * (on_state), so they change before it: only when it will be made. */
+  if (!tg_link_transition_ok(l->state, TG_LINK_UP)) {
+    tg_link_set_state(l, TG_LINK_UP, "the session is back"); /* refused */
+    return 0;
+  }
   uint64_t down = now_ms >= l->lost_at_ms ? now_ms - l->lost_at_ms : 0;
   l->down_ms += down;
   l->outage = false;

@@ -182,7 +182,9 @@ void tg_link_bound(tg_link_t *l);
  * peer answers them (a relay). */
 void tg_link_up(tg_link_t *l, uint64_t now_ms, bool heartbeat);
 /* The session is back on a new connection: RESUMING -> UP. Returns how
- * long the outage lasted (also added to down_ms). */
+ * long the outage lasted (also added to down_ms, and a reconnect
+ * counted); from a state without that arrow, the move is refused
+ * (counted in bad_transitions), nothing else counted, and 0 returned. */
 uint64_t tg_link_resumed(tg_link_t *l, uint64_t now_ms, bool heartbeat);
 /* A sign of life: a packet, an answer of any kind. Cheap: it arms
  * nothing (the next tg_link_due() sees it). */

@@ -365,6 +365,14 @@ static void a_refused_transition_is_counted_not_made(void **st) {
   assert_int_equal(s.l.state, TG_LINK_DONE);
   assert_int_equal(s.l.bad_transitions, 2);
   assert_int_equal(s.n_states, 2);
+  /* A resumption the table refuses counts no reconnect, no outage. */
+  s.l.lost_at_ms = 1;
+  assert_int_equal(tg_link_resumed(&s.l, 5000, true), 0);
+  assert_int_equal(s.l.state, TG_LINK_DONE);
+  assert_int_equal(s.l.reconnects, 0);
+  assert_int_equal(s.l.down_ms, 0);
+  assert_int_equal(s.l.bad_transitions, 3);
+  assert_int_equal(s.n_states, 2);
 }
 
 int main(void) {
