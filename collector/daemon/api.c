@@ -924,6 +924,25 @@ static void get_metrics(coll_t *c, tg_http_exchange_t *x,
           "tracegate_collector_perf_boost_hosts_over_budget %zu\n",
           (double)k->perf_boost_ms / 1e3, (double)bf.used_ms / 1e3,
           (double)bf.limit_ms / 1e3, bf.hosts_full);
+  /* Each machine's refused moves (docs/architecture.md, "State
+   * machines"): a bug's sign, 0 in every test. */
+  const struct {
+    const char *machine;
+    uint64_t n;
+  } refused[] = {
+      {"snapshot", k->snap_bad_transitions},
+      {"snapshot_host", k->snap_host_bad_transitions},
+      {"standby", k->standby_bad_transitions},
+      {"perf_boost", k->boost_bad_transitions},
+      {"symbolize", coll_symbols_bad_transitions(c)},
+  };
+  fputs("# HELP tracegate_collector_state_moves_refused_total State changes "
+        "a machine's table has no arrow for, refused and logged (a bug), by "
+        "machine.\n"
+        "# TYPE tracegate_collector_state_moves_refused_total counter\n", o.f);
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+    fprintf(o.f, "tracegate_collector_state_moves_refused_total{machine=\"%s\"} "
+            "%" PRIu64 "\n", refused[i].machine, refused[i].n);
   fputs("# HELP tracegate_collector_triggers_capped_total Triggers refused, "
         "by the budget that had nothing left.\n"
         "# TYPE tracegate_collector_triggers_capped_total counter\n", o.f);

@@ -89,7 +89,6 @@ typedef enum coll_standby_state {
 struct snap_host;
 typedef struct coll_standby {
   coll_standby_state_t st; /* written only by standby.c's set_state() */
-  uint64_t bad_transitions; /* refused by its table (a bug: logged) */
   tg_consumer_t *c;
   void *conn;             /* the dialer's */
   uv_timer_t retry;
@@ -192,6 +191,9 @@ typedef struct coll_counts {
   uint64_t snap_bad_transitions;
   /* A perf boost's state its table refused (boost.c): a bug, logged. */
   uint64_t boost_bad_transitions;
+  /* A standby connection's state its table refused (standby.c), every
+   * host's, removed ones' included: a bug, logged. */
+  uint64_t standby_bad_transitions;
   /* Data-source problems in snapshots' host rows, by reason. */
   uint64_t ds_failures[TG_DS_REASON_COUNT];
   /* Perf boosts (boost.c) ended, by how: sharp, failed, held (none

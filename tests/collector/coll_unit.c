@@ -198,6 +198,7 @@ void coll_unit_close(coll_unit_t *u) {
   assert_int_equal(c->counts.snap_host_bad_transitions, 0);
   assert_int_equal(c->counts.snap_bad_transitions, 0);
   assert_int_equal(c->counts.boost_bad_transitions, 0);
+  assert_int_equal(c->counts.standby_bad_transitions, 0);
   assert_int_equal(coll_symbols_bad_transitions(c), 0);
   uv_close((uv_handle_t *)&u->tick, NULL);
   /* What is left closes within a few iterations; a handle still open

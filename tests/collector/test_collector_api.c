@@ -214,6 +214,7 @@ static void metrics_and_hosts_say_what_the_daemon_counts(void **state) {
   k->triggers_capped[TG_TRIGGER_BUDGET_SCHEDULE] = 1;
   k->snapshots[TG_COLL_PARTIAL] = 4;
   k->snapshot_errors = 5;
+  k->standby_bad_transitions = 6;
   const char *m = fleet_in_dir("metrics.txt");
   assert_int_equal(request(&u, &c, "GET", "/metrics", "metrics.txt"), 200);
   assert_int_equal(sample(m, "tracegate_collector_trigger_hits_total"), 7);
@@ -225,6 +226,9 @@ static void metrics_and_hosts_say_what_the_daemon_counts(void **state) {
   assert_int_equal(sample(m, "tracegate_collector_snapshots_total{outcome=\"error\"}"), 5);
   assert_int_equal(sample(m, "tracegate_collector_hosts{state=\"tracing\"}"), 2);
   assert_int_equal(sample(m, "tracegate_collector_hosts{state=\"failed\"}"), 0);
+  assert_int_equal(sample(m, "tracegate_collector_state_moves_refused_total{machine=\"standby\"}"), 6);
+  assert_int_equal(sample(m, "tracegate_collector_state_moves_refused_total{machine=\"symbolize\"}"), 0);
+  k->standby_bad_transitions = 0; /* set by hand: the close checks none */
 
   const char *h = fleet_in_dir("hosts.json");
   assert_int_equal(request(&u, &c, "GET", "/api/v1/hosts", "hosts.json"), 200);

@@ -53,7 +53,7 @@ static void a_ready_standby_is_lent_once_and_given_back(void **state) {
   coll_standby_give_back(h);
   assert_int_equal(h->sb.st, COLL_SB_READY);
   assert_ptr_equal(h->sb.c, cons);
-  assert_int_equal(h->sb.bad_transitions, 0);
+  assert_int_equal(u.c.counts.standby_bad_transitions, 0);
   coll_unit_close(&u);
 }
 
