@@ -64,9 +64,13 @@ say "installed into DESTDIR=$ROOT (prefix $PREFIX)"
 
 # The library exports exactly the functions its installed headers mark
 # TG_EXPORT: internal helpers (logging, buffers) stay out of the ABI.
+# gold (the development trees' linker, TG_LINKER) adds the section edges
+# it defines itself (__bss_start, _edata, _end) to every shared object's
+# symbols; they are the linker's, in no header, and not counted.
 command -v nm >/dev/null 2>&1 || die "nm (binutils) is needed to check exports"
 nm -D --defined-only "$ROOT$LIBDIR_FULL/libtracegate-agent.so" |
-  awk '$2 ~ /^[TDBR]$/ {print $3}' | sort >"$WORK/exports.got"
+  awk '$2 ~ /^[TDBR]$/ && $3 !~ /^(__bss_start|_edata|_end)$/ {print $3}' |
+  sort >"$WORK/exports.got"
 cat "$ROOT$PREFIX"/include/tracegate/*.h | tr '\n' ' ' |
   grep -oE 'TG_EXPORT [a-zA-Z_0-9 *]+\(' | grep -oE 'tg[a-z_0-9]*\($' | tr -d '(' |
   sort -u >"$WORK/exports.want"
