@@ -216,12 +216,8 @@ static int dir_publish(tg_coll_writer_t *w, char *why, size_t cap) {
   tg_coll_id_file_name(w->id, 1, tmp);
   tg_coll_id_file_name(w->id, 0, final);
   int err;
-  /* Synced before the rename: after a power cut the final name must not
-   * show a file whose blocks never reached the disk. */
-  if (!w->synced && (err = tg_coll_writer_sync(w))) {
-    snprintf(why, cap, "fsync: %s", tg_strerror(err));
-    return err;
-  }
+  /* Synced (store_writer.c) before the rename: after a power cut the
+   * final name must not show a file whose blocks never reached the disk. */
   close(w->be.fd);
   w->be.fd = -1;
   publish_index(s, w);
@@ -276,6 +272,7 @@ static void dir_free(tg_coll_writer_t *w) {
 const tg__coll_store_ops_t tg__coll_store_dir = {
     .kind = TG_COLL_STORE_DIRECTORY,
     .symbols_shareable = false,
+    .sync_name = "fsync",
     .close = dir_close,
     .recover = tg__coll_dir_recover,
     .open_object = dir_open_object,

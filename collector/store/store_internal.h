@@ -54,6 +54,8 @@ struct tg__coll_store_ops {
   /* store.h's tg_coll_store_symbols_shareable. (Whether the store is
    * remote follows from |fetch_new|, whether it presigns from |presign|.) */
   bool symbols_shareable;
+  /* What its writers' sync is, for a failed snapshot's why ("fsync"). */
+  const char *sync_name;
   /* Frees the backend's state (store close). */
   void (*close)(tg_coll_store_t *s);
   /* Recovery's backend half, after the catalog's interrupt and tmp/'s
@@ -91,11 +93,13 @@ struct tg__coll_store_ops {
 
   /* The writer's part. begin: where the bytes go (|why| says what failed,
    * |cap| bytes). write and sync: store.h's, sync maybe on another
-   * thread. rewrite: store.h's. publish: the synced bytes (and the host
+   * thread. rewrite: store.h's. publish: the bytes, synced first by
+   * store_writer.c (the protocol's order, whatever the backend), and the host
    * index) under their final name, durable, before the row says live
    * (|why| as begin's). put_meta: what the backend keeps beside the row,
    * before the row is committed. unpublish: publish undone (the row could
-   * not be committed). discard: what the writer left, removed. free: the
+   * not be committed), before discard; NULL for a backend whose discard
+   * undoes publish too. discard: what the writer left, removed. free: the
    * writer's part released (the writer itself is store_writer.c's). */
   int (*begin)(tg_coll_writer_t *w, const tg_coll_begin_t *b,
                int64_t started_ms, char *why, size_t cap);

@@ -816,14 +816,5 @@ int tg__coll_s3_open_object(tg_coll_store_t *s, uint64_t id, bool index,
                             int *fd) {
   char key[TG_S3_KEY_MAX + 1];
   object_key(s->s3, id, index ? TG__COLL_OBJ_INDEX : TG__COLL_OBJ_TRACE, key);
-  int f = openat(s->tmp_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-  if (f < 0) return -errno;
-  int err = tg_s3_get(s->s3->c, key, 0, 0, to_fd, &f);
-  if (!err && lseek(f, 0, SEEK_SET) != 0) err = -errno;
-  if (err) {
-    close(f);
-    return err;
-  }
-  *fd = f;
-  return 0;
+  return get_to_tmpfile(s->s3->c, s->tmp_fd, key, fd);
 }

@@ -35,12 +35,10 @@ static int s3_sync(tg_coll_writer_t *w) {
 
 /* Sealing completes the upload: the object (and its index) exist, whole,
  * before the row says so. */
+/* The upload is complete (synced by store_writer.c): nothing to move. */
 static int s3_publish(tg_coll_writer_t *w, char *why, size_t cap) {
-  int err;
-  if (!w->synced && (err = tg_coll_writer_sync(w))) {
-    snprintf(why, cap, "upload: %s", tg_strerror(err));
-    return err;
-  }
+  (void)why;
+  (void)cap;
   tg__coll_step(w->store, TG_COLL_STEP_RENAMED, w->id);
   tg__coll_step(w->store, TG_COLL_STEP_DIR_SYNCED, w->id);
   return 0;
@@ -62,6 +60,7 @@ static void s3_describe(tg_coll_store_t *s, tg_coll_store_desc_t *out) {
 
 const tg__coll_store_ops_t tg__coll_store_s3 = {
     .kind = TG_COLL_STORE_BUCKET,
+    .sync_name = "upload",
     .symbols_shareable = true,
     .close = tg__coll_s3_close,
     .recover = tg__coll_s3_recover,
@@ -83,7 +82,7 @@ const tg__coll_store_ops_t tg__coll_store_s3 = {
     .sync = s3_sync,
     .publish = s3_publish,
     .put_meta = s3_put_meta,
-    .unpublish = s3_discard,
+    .unpublish = NULL, /* s3_discard removes the published objects too */
     .discard = s3_discard,
     .free = s3_free,
 };

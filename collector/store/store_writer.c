@@ -128,6 +128,13 @@ int tg_coll_store_finish(tg_coll_store_t *s, tg_coll_writer_t *w,
   uint32_t n_failed;
   uint64_t loss;
   bool live = tg__coll_finish_state(&f, &n_failed, &loss) != TG_COLL_FAILED;
+  /* Synced before published: a name (or an object) a reader can reach
+   * never shows bytes that are not durable. */
+  if (live && !w->synced && (err = tg_coll_writer_sync(w))) {
+    snprintf(why, sizeof(why), "%s: %s", s->ops->sync_name,
+             tg_strerror(err));
+    goto fail;
+  }
   if (live && (err = s->ops->publish(w, why, sizeof(why)))) goto fail;
   if (!live) s->ops->discard(w); /* no host delivered: nothing to keep */
   f.finished_ms = tg__coll_now(s);
@@ -139,7 +146,7 @@ int tg_coll_store_finish(tg_coll_store_t *s, tg_coll_writer_t *w,
   }
   if ((err = s->cat->ops->finish(s->cat, id, &f))) {
     snprintf(why, sizeof(why), "catalog: %s", tg_strerror(err));
-    if (live) s->ops->unpublish(w);
+    if (live && s->ops->unpublish) s->ops->unpublish(w);
     goto fail;
   }
   tg__coll_step(s, TG_COLL_STEP_FINISHED, id);
