@@ -127,8 +127,16 @@ void collector_start_wrapped(collector_t *c, const char *const *wrapper,
 
 void collector_stop(collector_t *c) {
   int st = tg_test_stop(c->pid, SIGTERM, FLEET_WAIT_MS);
-  assert_int_equal(tg_test_exit_code(st), 0);
+  int code = tg_test_exit_code(st);
   c->pid = 0;
+  if (code != 0) {
+    /* -1: still running FLEET_WAIT_MS after SIGTERM (then killed); its
+     * log says what it was waiting for. */
+    fprintf(stderr, "collector: %s %d after SIGTERM\n",
+            code < 0 ? "killed, still running" : "exit", code);
+    collector_dump_log();
+  }
+  assert_int_equal(code, 0);
 }
 
 pid_t http_spawn(const collector_t *c, const char *method,
