@@ -135,7 +135,11 @@ install: deps
 	cmake --build $(REL_DIR) -j $(JOBS)
 	DESTDIR="$(DESTDIR)" cmake --install $(REL_DIR)
 
-test: deps test-asan test-tsan test-release test-mbedtls-only fuzz-smoke
+# TEST_RELEASE= leaves the Release build type's check out of make test:
+# .ci/run does so because its packages' build (make deb-test DEB_WERROR=1)
+# is that build type with warnings as errors, so CI builds it once.
+TEST_RELEASE ?= test-release
+test: deps test-asan test-tsan $(TEST_RELEASE) test-mbedtls-only fuzz-smoke
 	@echo "make test: all suites passed"
 
 # As root, where tracefs can always be mounted, the kernel tracing tests
@@ -237,19 +241,24 @@ bench: build
 	  [ -x "$$b" ] && { echo "== $$b"; "$$b"; } || true; done
 
 # On the Release build test-release makes (so that after make test it is
-# already built). The preflight exits 0 when the job can run, 1 (having
-# said why) when it cannot run here (no Perfetto binaries, not root): the
-# target then succeeds; 2 when the binaries are there but broken.
+# already built), or on CONFORMANCE_BUILD, another Release tree (CI gives
+# the packages' build tree). The preflight exits 0 when the job can run,
+# 1 (having said why) when it cannot run here (no Perfetto binaries, not
+# root): the target then succeeds; 2 when the binaries are there but
+# broken.
+CONFORMANCE_BUILD ?= $(PKG_DIR)
 conformance:
 	@if [ -n "$(PERFETTO_BIN)" ]; then sh deploy/deps.sh conformance; fi
 	@rc=0; PERFETTO_BIN="$(PERFETTO_BIN)" python3 tests/conformance/run.py \
 	  --preflight || rc=$$?; \
 	[ $$rc = 1 ] && exit 0; [ $$rc = 0 ] || exit 1; \
-	cmake -S . -B $(PKG_DIR) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release \
-	  -DTG_WERROR=ON -DTG_TESTS=OFF -DTG_BENCH=OFF && \
-	cmake --build $(PKG_DIR) -j $(JOBS) && \
+	if [ "$(CONFORMANCE_BUILD)" = "$(PKG_DIR)" ]; then \
+	  cmake -S . -B $(PKG_DIR) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release \
+	    -DTG_WERROR=ON -DTG_TESTS=OFF -DTG_BENCH=OFF && \
+	  cmake --build $(PKG_DIR) -j $(JOBS) || exit 1; \
+	fi; \
 	PERFETTO_BIN="$(PERFETTO_BIN)" python3 tests/conformance/run.py \
-	  --build $(PKG_DIR) --out $(CONFORMANCE_OUT) $(CONFORMANCE_ARGS)
+	  --build $(CONFORMANCE_BUILD) --out $(CONFORMANCE_OUT) $(CONFORMANCE_ARGS)
 
 clean:
 	rm -rf build
@@ -259,6 +268,11 @@ clean:
 # .buildinfo land in DEB_DIR, and the worktree stays clean.
 DEB_DIR := build/deb
 DEB_BUILD_OPTIONS ?= nocheck
+# DEB_WERROR=1: the packages' compiler warnings are errors (dpkg-buildflags'
+# DEB_CFLAGS_APPEND), for CI, whose Release build type this build is; the
+# packages users build never get it.
+DEB_WERROR ?=
+DEB_CFLAGS_APPEND_W := $(if $(DEB_WERROR),-Werror)
 .PHONY: deb deb-test
 deb:
 	@DEB_BUILD_OPTIONS="$(DEB_BUILD_OPTIONS)" sh deploy/deps.sh deb
@@ -267,6 +281,7 @@ deb:
 	tar -c --exclude=./build --exclude=./.git --exclude='./obj-*' . | \
 	  tar -x -C $(DEB_DIR)/tracegate
 	cd $(DEB_DIR)/tracegate && DEB_BUILD_OPTIONS="$(DEB_BUILD_OPTIONS)" \
+	  DEB_CFLAGS_APPEND="$(DEB_CFLAGS_APPEND_W)" \
 	  dpkg-buildpackage -us -uc -b -j$(JOBS)
 	lintian --fail-on error,warning --display-level '>=warning' \
 	  $(DEB_DIR)/*.changes
