@@ -127,11 +127,12 @@ def _record_pair(h, tools, d, cfg, duration_s):
     finally:
         for stack, _ in runs.values():
             stack.stop()
-    # Rows are counted over the time both traces cover: the two stacks
-    # start a few ms apart, and the first one's start can fill that gap
-    # with events of its own making (enabling ftrace wakes every CPU: a
-    # burst of cpu_idle, 150 events in 10 ms here) that the later one was
-    # not yet there to see.
+    # Rows are counted over the whole traces and over the time both cover
+    # (tracecheck.shortfalls says why both): the two stacks start a few ms
+    # apart, and the first one's start can fill that gap with events of
+    # its own making (enabling ftrace wakes every CPU: a burst of
+    # cpu_idle, 150 events in 10 ms here) that the later one was not yet
+    # there to see.
     spans = {}
     for who, (stack, _) in runs.items():
         try:
@@ -143,8 +144,9 @@ def _record_pair(h, tools, d, cfg, duration_s):
     side = {}
     for who, (stack, _) in runs.items():
         tables, stats, err, note = {}, {}, None, None
+        windowed = None
         try:
-            tables, stats = tracecheck.inspect(
+            tables, stats, windowed = tracecheck.inspect(
                 tools, os.path.join(stack.dir, "trace.pftrace"), stack.dir,
                 window)
         except tracecheck.ImportError_ as e:
@@ -160,7 +162,7 @@ def _record_pair(h, tools, d, cfg, duration_s):
             note = "record exit %d: %s" % (rc, ds_problems(stack.dir))
         elif rc != 0:
             err = "record exit %s" % rc + ("; " + err if err else "")
-        side[who] = (err, tables, stats, note)
+        side[who] = (err, tables, stats, note, windowed)
     return side
 
 
@@ -175,16 +177,18 @@ def check_one(h, tools, work, path, duration_s):
     side = _record_pair(h, tools, d, cfg, duration_s)
     retried = False
     if not side["ours"][0] and not side["perfetto"][0] and \
-            tracecheck.shortfalls(side["ours"][1], side["perfetto"][1]):
+            tracecheck.shortfalls(side["ours"][1], side["perfetto"][1],
+                                  side["ours"][4], side["perfetto"][4]):
         # A burst of another user's work can still land unevenly between
         # the two stacks' drains; a shortfall counts once a second pair
         # confirms it.
         retried = True
         side = _record_pair(h, tools, os.path.join(d, "retry"), cfg,
                             duration_s)
-    (oerr, otab, ostats, onote), (perr, ptab, pstats, _) = \
+    (oerr, otab, ostats, onote, owin), (perr, ptab, pstats, _, pwin) = \
         side["ours"], side["perfetto"]
-    short = [] if oerr or perr else tracecheck.shortfalls(otab, ptab)
+    short = [] if oerr or perr else tracecheck.shortfalls(otab, ptab, owin,
+                                                          pwin)
     # Shared stats are shown, and do not count against ours.
     own, shared = tracecheck.split_stats(ostats, pstats)
     problems = []
@@ -211,6 +215,9 @@ def check_one(h, tools, work, path, duration_s):
         "error" if oerr and oerr.startswith("setup:") else "fail"
     detail = {"tables": {t: [otab.get(t), ptab.get(t)]
                          for t, *_ in tracecheck.TABLES},
+              "tables_within_both": {t: [(owin or {}).get(t),
+                                         (pwin or {}).get(t)]
+                                     for t, *_ in tracecheck.TABLES},
               "ours_stats": ostats, "perfetto_stats": pstats,
               "retried": retried}
     return name, result, ours_txt, perf_txt, "; ".join(problems), detail

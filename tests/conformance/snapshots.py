@@ -42,7 +42,7 @@ def _verdict(tools, workdir, traces):
     for t in traces:
         name = os.path.basename(t)
         try:
-            _, stats = tracecheck.inspect(tools, t, workdir)
+            _, stats, _ = tracecheck.inspect(tools, t, workdir)
         except tracecheck.ImportError_ as e:
             bad.append("%s: %s" % (name, e))
             continue

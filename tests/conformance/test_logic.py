@@ -114,18 +114,34 @@ class Configs(unittest.TestCase):
         self.assertEqual(tracecheck.shortfalls({"sched": 90}, {"sched": 100}),
                          [])
 
-    def test_rows_are_counted_over_the_time_both_traces_cover(self):
+    def test_the_time_both_traces_cover(self):
         self.assertEqual(tracecheck.common_window((10, 50), (20, 60)),
                          (20, 50))
         self.assertIsNone(tracecheck.common_window((10, 20), (30, 40)))
         self.assertIsNone(tracecheck.common_window(None, (30, 40)))
         q = tracecheck._query((20, 50))
+        self.assertIn("(select count(*) from sched)", q)
         self.assertIn("(select count(*) from sched where ts between 20 and "
                       "50)", q)
         self.assertIn("(select count(*) from process)", q)
         self.assertIn("from slice where (category is null or category != "
                       "'metatrace') and ts between 20 and 50", q)
         self.assertNotIn("between", tracecheck._query())
+
+    def test_a_table_counts_as_short_when_short_both_ways(self):
+        # The first stack's start burst: short whole, even within.
+        self.assertEqual(tracecheck.shortfalls(
+            {"counters": 1016}, {"counters": 1154},
+            {"counters": 998}, {"counters": 997}), [])
+        # A poll falling out of the window: even whole, short within.
+        self.assertEqual(tracecheck.shortfalls(
+            {"counters": 5649}, {"counters": 5401},
+            {"counters": 5593}, {"counters": 6342}), [])
+        # Short both ways: a shortfall, both counts said.
+        self.assertEqual(tracecheck.shortfalls(
+            {"sched": 80}, {"sched": 100}, {"sched": 70}, {"sched": 90}),
+            ["sched 80 < 90% of 100 (70 of 90 within the time both "
+             "cover)"])
 
     def test_a_table_perfetto_leaves_empty_is_not_compared(self):
         self.assertEqual(tracecheck.shortfalls({}, {"slices": 0}), [])

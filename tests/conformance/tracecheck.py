@@ -34,11 +34,16 @@ def _count(table, where, timed, window):
 
 
 def _query(window=None):
-    """The query of inspect(): each table's rows, those with a time only
-    within |window| ((first ns, last ns), both included) when given."""
+    """The query of inspect(): each table's rows ('table'), and when
+    |window| ((first ns, last ns), both included) is given, those of them
+    with a time within it ('window'; untimed tables whole)."""
     parts = ["select 'table' as kind, '%s' as name, %s as value" %
-             (label, _count(t, w, timed, window))
+             (label, _count(t, w, timed, None))
              for label, t, w, timed in TABLES]
+    if window:
+        parts += ["select 'window', '%s', %s" %
+                  (label, _count(t, w, timed, window))
+                  for label, t, w, timed in TABLES]
     parts.append("select 'stat', name || coalesce('[' || idx || ']', ''), "
                  "value from stats where value > 0 and "
                  "severity in ('error', 'data_loss')")
@@ -92,26 +97,41 @@ def bounds(tools, trace, workdir):
 
 
 def inspect(tools, trace, workdir, window=None):
-    """({label: rows}, {stat: value}) of trace, the rows with a time only
-    within window when given; ImportError_ if trace_processor cannot
+    """({label: rows}, {stat: value}, {label: rows within window} or None
+    without a window) of trace; ImportError_ if trace_processor cannot
     import it."""
-    tables, stats = {}, {}
+    tables, stats, windowed = {}, {}, {} if window else None
+    kinds = {"table": tables, "stat": stats, "window": windowed}
     for row in _run(tools, trace, workdir, "inspect.sql", _query(window),
                     "kind"):
-        v = int(row["value"])
-        (tables if row["kind"] == "table" else stats)[row["name"]] = v
-    return tables, stats
+        kinds[row["kind"]][row["name"]] = int(row["value"])
+    return tables, stats, windowed
 
 
 def stats_text(stats):
     return ", ".join("%s=%d" % kv for kv in sorted(stats.items()))
 
 
-def shortfalls(ours, theirs):
-    """The tables where ours holds less than MIN_SHARE of theirs."""
-    return ["%s %d < %d%% of %d" % (t, ours.get(t, 0), MIN_SHARE * 100, n)
-            for t, n in theirs.items()
-            if n > 0 and ours.get(t, 0) < MIN_SHARE * n]
+def shortfalls(ours, theirs, ours_w=None, theirs_w=None):
+    """The tables where ours holds less than MIN_SHARE of theirs, over
+    the whole traces and, when the counts within the time both cover are
+    given (ours_w, theirs_w), within it too. Each count alone has its own
+    noise, one-sided: the whole traces' the first stack's start (enabling
+    ftrace makes a burst of events only it was there to see), the
+    window's its edges (a polled source's reading falls just in or out of
+    it, a few hundred counters at once); a table short of data is short
+    in both."""
+    def short(o, t):
+        return {k: (o.get(k, 0), n) for k, n in t.items()
+                if n > 0 and o.get(k, 0) < MIN_SHARE * n}
+    whole = short(ours, theirs)
+    if ours_w is not None and theirs_w is not None:
+        within = short(ours_w, theirs_w)
+        return ["%s %d < %d%% of %d (%d of %d within the time both cover)" %
+                (k, o, MIN_SHARE * 100, n, within[k][0], within[k][1])
+                for k, (o, n) in whole.items() if k in within]
+    return ["%s %d < %d%% of %d" % (k, o, MIN_SHARE * 100, n)
+            for k, (o, n) in whole.items()]
 
 
 def split_stats(ours, theirs):
