@@ -178,10 +178,10 @@ int tg_clone_read_start(tg_clone_read_t *e, tg_consumer_t *c,
  * engine then reads it out as a clone (-> TRACING). Returns as
  * tg_clone_read_start(). A session that fails or is refused ends FAILED
  * with failed_in TRACING; nothing is freed (the service keeps no buffers
- * of a session it refused; one it failed goes with the connection). */
+ * of a session it refused; one it failed goes with the connection).
+ * Ops without an |enable|: -EOPNOTSUPP, the state untouched. */
 int tg_clone_read_start_session(tg_clone_read_t *e, tg_consumer_t *c,
                                 const uint8_t *config, size_t len);
-/* (-EOPNOTSUPP, the state untouched, for ops without an |enable|.) */
 
 /* The caller ends the clone (its connection goes, the caller failed it):
  * a clone read whole (STATS, FREEING, no failure noted on the way) ends

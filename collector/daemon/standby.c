@@ -49,12 +49,12 @@ bool coll_standby_transition_ok(coll_standby_state_t from,
 
 /* The one transition, under common/fsm.h's policy: one the diagram has no
  * arrow for is a bug of this file's, refused, counted
- * (coll_counts_t.standby_bad_transitions)
- * and logged. */
+ * (coll_counts_t.standby_bad_transitions) and logged. */
 static void set_state(coll_host_t *h, coll_standby_state_t to,
                       const char *why) {
   unsigned st = h->sb.st;
-  if (tg_fsm_move(&kDef, &st, to, &h->c->counts.standby_bad_transitions, h->t.spec, why))
+  if (tg_fsm_move(&kDef, &st, to, &h->c->counts.standby_bad_transitions,
+                  h->t.spec, why))
     h->sb.st = to;
 }
 

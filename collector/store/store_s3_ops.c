@@ -33,9 +33,8 @@ static int s3_sync(tg_coll_writer_t *w) {
   return tg__coll_s3_seal(w->be.up, w->index, w->bytes);
 }
 
-/* Sealing completes the upload: the object (and its index) exist, whole,
- * before the row says so. */
-/* The upload is complete (synced by store_writer.c): nothing to move. */
+/* Nothing to move: the sync before it (store_writer.c) sealed the upload,
+ * so the object (and its index) exist, whole, before the row says so. */
 static int s3_publish(tg_coll_writer_t *w, char *why, size_t cap) {
   (void)why;
   (void)cap;
