@@ -124,7 +124,12 @@ DWARF_TRACE=$WORK/dwarf.pftrace
 if [ "$PERF_DWARF" = ON ]; then
   "$CC" -O2 -fomit-frame-pointer -pthread -o "$WORK/perfwork-nofp" "$WORK/work.c" ||
     die "cannot build the workload without frame pointers"
-  sed 's/UNWIND_FRAME_POINTER/UNWIND_DWARF/; s/"perfwork"/"perfwork-nofp"/' \
+  # 4 MiB a CPU: a sample takes ~16.5 KiB, so the default 1 MiB holds
+  # 300 ms of samples at 200 Hz, less than a loaded CI machine may keep
+  # the reader off its CPU (CI once lost 14 records so); the stats below
+  # must show no loss at any speed. Losses are the one-page ring's test.
+  sed 's/UNWIND_FRAME_POINTER/UNWIND_DWARF/; s/"perfwork"/"perfwork-nofp"/
+       s/ring_buffer_read_period_ms: 50/& ring_buffer_pages: 1024/' \
     "$WORK/perf.pbtxt" >"$WORK/dwarf.pbtxt"
   record_with "$WORK/perfwork-nofp" "$WORK/dwarf.pbtxt" "$DWARF_TRACE" \
     "$WORK/dwarf-record.log"

@@ -176,6 +176,10 @@ followers() {
     TP_FOLLOWER='followers { tracepoint { name: "sched:sched_switch" } name: "switches" }'
     FOLLOWER_TRACKS="$FOLLOWER_TRACKS switches"
   fi
+  # 4 MiB a CPU: a DWARF sample takes ~16.5 KiB, so the default 1 MiB
+  # holds 300 ms of samples at 200 Hz, less than a loaded CI machine may
+  # keep the reader off its CPU; a loss is this test's failure, not the
+  # speed of the machine's.
   perf_cfg follow <<CFG
       timebase { frequency: 200 counter: SW_CPU_CLOCK }
       followers { counter: SW_CONTEXT_SWITCHES }
@@ -186,6 +190,7 @@ followers() {
         user_frames: $1
       }
       ring_buffer_read_period_ms: 50
+      ring_buffer_pages: 1024
 CFG
   TRACE=$WORK/follow-$1.pftrace
   record "$WORK/follow.pbtxt" "$TRACE" "$WORK/follow-$1.log"
