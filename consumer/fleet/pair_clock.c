@@ -14,15 +14,21 @@
  * after its request, the server's time inside the client's wait, every
  * difference representable and within TG_PAIR_SPAN_MAX of |t0|, its
  * bounds meeting |prior| (NULL: none). */
+/* Each side's own times in order: the client's wait (*rtt) and the
+ * server's time (*served), each representable and within
+ * TG_PAIR_SPAN_MAX. */
+static bool own_times(const tg_pair_sample_t *s, int64_t *rtt,
+                      int64_t *served) {
+  return !__builtin_sub_overflow(s->c2, s->c1, rtt) && *rtt >= 0 &&
+         *rtt <= TG_PAIR_SPAN_MAX &&
+         !__builtin_sub_overflow(s->s2, s->s1, served) && *served >= 0 &&
+         *served <= TG_PAIR_SPAN_MAX;
+}
+
 static bool usable(const tg_pair_sample_t *s, int64_t t0,
                    const tg_pair_prior_t *prior) {
   int64_t rtt, served, up, lo, at;
-  if (__builtin_sub_overflow(s->c2, s->c1, &rtt) || rtt < 0 ||
-      rtt > TG_PAIR_SPAN_MAX)
-    return false;
-  if (__builtin_sub_overflow(s->s2, s->s1, &served) || served < 0 ||
-      served > rtt)
-    return false;
+  if (!own_times(s, &rtt, &served) || served > rtt) return false;
   if (__builtin_sub_overflow(s->s1, s->c1, &up) ||
       __builtin_sub_overflow(s->s2, s->c2, &lo))
     return false;
@@ -105,6 +111,16 @@ int tg_pair_clock_fit(const tg_pair_sample_t *s, size_t n,
 bool tg_pair_clock_usable(const tg_pair_sample_t *s,
                           const tg_pair_prior_t *prior) {
   return usable(s, s->c1, prior);
+}
+
+bool tg_pair_clock_orderable(const tg_pair_sample_t *s,
+                             const tg_pair_prior_t *prior) {
+  int64_t rtt, served, up;
+  if (!own_times(s, &rtt, &served)) return false;
+  if (__builtin_sub_overflow(s->s1, s->c1, &up) || up > TG_PAIR_SPAN_MAX ||
+      up < -TG_PAIR_SPAN_MAX)
+    return false;
+  return !prior || (double)up >= prior->lo_ns;
 }
 
 double tg_pair_clock_theta(const tg_pair_fit_t *fit, int64_t t) {

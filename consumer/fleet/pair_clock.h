@@ -87,6 +87,17 @@ int tg_pair_clock_fit(const tg_pair_sample_t *s, size_t n,
 bool tg_pair_clock_usable(const tg_pair_sample_t *s,
                           const tg_pair_prior_t *prior);
 
+/* Whether |s|'s upper bound (theta <= s1 - c1: the server read the
+ * request after the client sent it) is one to hold a line under, used or
+ * not: each side's own times in order, the bound representable within
+ * TG_PAIR_SPAN_MAX, and not below what |prior| (NULL: none) allows. A
+ * request whose server went on past its client's end (served > rtt) or
+ * whose lower bound leaves the prior is not fitted on, yet it is a
+ * request trace processor joins only when its server begins after its
+ * client: its upper bound still holds. */
+bool tg_pair_clock_orderable(const tg_pair_sample_t *s,
+                             const tg_pair_prior_t *prior);
+
 /* The server's clock minus the client's at client time |t|, by |fit|. */
 double tg_pair_clock_theta(const tg_pair_fit_t *fit, int64_t t);
 

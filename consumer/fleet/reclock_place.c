@@ -40,8 +40,11 @@ static size_t window_of(const tg_reclock_t *rc, int64_t t) {
 /* The upper bounds are the hard ones: a server's slice that goes on after
  * it answered (its end past the client's) breaks a lower bound without
  * anything being out of order, while trace processor joins a flow only
- * when the server's slice begins after the client's. So every used
- * request is held against each line the rewrite moves its halves by (a
+ * when the server's slice begins after the client's. So every request
+ * whose upper bound is sane (tg_pair_clock_orderable: used by the fit or
+ * not, for one whose server's end came after its client's is not fitted
+ * on; CI saw one such placed before its client, "early 1" again) is held
+ * against each line the rewrite moves its halves by (a
  * client at its send, a server at its receive: the window each falls in,
  * which for a request across a window's edge, or in a window that
  * borrowed a neighbour's line, is not the line fitted on it), and a line
@@ -53,7 +56,7 @@ static void hold_every_request(const tg_reclock_t *rc, tg__rc_edge_t *e,
                                tg_reclock_stats_t *st) {
   for (size_t i = 0; i < e->n; i++) {
     const tg_pair_sample_t *s = &e->s[i];
-    if (!tg_pair_clock_usable(s, prior)) continue;
+    if (!tg_pair_clock_orderable(s, prior)) continue;
     const int64_t at[2] = {s->c1, s->s1};
     for (size_t k = 0; k < 2; k++) {
       size_t w = window_of(rc, at[k]);
