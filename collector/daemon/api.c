@@ -408,9 +408,15 @@ static void index_unusable(tg_http_exchange_t *x, const char *idt,
                          : tg_strerror(rv));
 }
 
+int coll_api_open_index(coll_t *c, uint64_t id) {
+  int fd = -1;
+  int rv = tg_coll_store_open_index(c->store, id, &fd);
+  return rv < 0 ? rv : fd;
+}
+
 int coll_api_plan_part(coll_t *c, tg_http_exchange_t *x, uint64_t id,
-                       const char *list, uint64_t size, int sfd, int sifd,
-                       coll_part_t *part) {
+                       const char *list, uint64_t size, int ifd, int sfd,
+                       int sifd, coll_part_t *part) {
   char idt[TG_COLL_ID_STRLEN];
   tg_coll_id_format(id, idt);
   memset(part, 0, sizeof(*part));
@@ -418,8 +424,8 @@ int coll_api_plan_part(coll_t *c, tg_http_exchange_t *x, uint64_t id,
   size_t *want = NULL, n = 0;
   tg_coll_extent_t *plan = NULL;
   tg_http_extent_t *ext = NULL;
-  int ifd = -1, answered = -1;
-  int rv = tg_coll_store_open_index(c->store, id, &ifd);
+  int answered = -1;
+  int rv = ifd < 0 ? ifd : 0;
   tg_coll_snapshot_t row;
   /* Deleted since its file was opened: the index went with it. */
   if (rv == -ENOENT && tg_coll_store_get(c->store, id, &row) == -ENOENT) {
@@ -516,12 +522,12 @@ out:
 /* |sfd| and |sifd| (-1: none) are the snapshot's symbols and their
  * index, taken like |fd|. */
 static void get_host_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
-                           const char *list, int fd, uint64_t size, int sfd,
-                           int sifd) {
+                           const char *list, int fd, uint64_t size, int ifd,
+                           int sfd, int sifd) {
   char idt[TG_COLL_ID_STRLEN];
   tg_coll_id_format(id, idt);
   coll_part_t part;
-  if (coll_api_plan_part(c, x, id, list, size, sfd, sifd, &part) < 0) {
+  if (coll_api_plan_part(c, x, id, list, size, ifd, sfd, sifd, &part) < 0) {
     close(fd);
     if (sfd >= 0) close(sfd);
     if (sifd >= 0) close(sifd);
@@ -562,11 +568,17 @@ static bool redirect_to_bucket(coll_t *c, tg_http_exchange_t *x, uint64_t id) {
 
 /* The answer to /trace once the snapshot's file is at hand (|rv| how
  * getting it went, |fd| it, |sfd| and |sifd| its symbols and their index
- * (-1: none), all taken). */
+ * (-1: none), all taken; with |hosts|, |ifd| its host index, taken, or
+ * how opening it failed (coll_api_plan_part), else -1). */
 static void serve_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
-                        const char *hosts, int rv, int fd, int sfd, int sifd) {
+                        const char *hosts, int rv, int fd, int ifd, int sfd,
+                        int sifd) {
   struct stat st;
   if (!rv && fstat(fd, &st) != 0) rv = -EIO;
+  if (rv < 0 || !hosts) {
+    if (ifd >= 0) close(ifd);
+    ifd = -1;
+  }
   if (rv < 0) {
     if (fd >= 0) close(fd);
     if (sfd >= 0) close(sfd);
@@ -576,7 +588,7 @@ static void serve_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
   if (rv == -EIO) return json_error(x, 500, "cannot read the snapshot");
   if (rv < 0) return json_error(x, 503, tg_strerror(rv));
   if (hosts)
-    return get_host_trace(c, x, id, hosts, fd, (uint64_t)st.st_size, sfd,
+    return get_host_trace(c, x, id, hosts, fd, (uint64_t)st.st_size, ifd, sfd,
                           sifd);
   char idt[TG_COLL_ID_STRLEN], name[64];
   tg_coll_id_format(id, idt);
@@ -601,12 +613,13 @@ static void serve_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
 }
 
 /* A bucket's snapshot is downloaded on a worker thread (the loop goes on
- * serving rings and requests), its symbols with it, then served as a
- * file is. With s3_presign, the worker first asks whether the snapshot
- * has symbols: without, the answer is the redirect; with, the trace and
- * its symbols are streamed through the collector (a presigned URL names
- * one object, and a client that follows it would get the frames
- * unnamed: docs/collector.md, "Symbols of each snapshot"). */
+ * serving rings and requests), its symbols with it (and its host index, for
+ * a host's part), then served as a file is. With s3_presign, the worker
+ * first asks whether the snapshot has symbols: without, the answer is the
+ * redirect; with, the trace and its symbols are streamed through the
+ * collector (a presigned URL names one object, and a client that follows it
+ * would get the frames unnamed: docs/collector.md, "Symbols of each
+ * snapshot"). */
 typedef struct fetch {
   uv_work_t work;
   tg_list_t node;
@@ -618,9 +631,12 @@ typedef struct fetch {
   bool redirect; /* s3_presign: redirect unless it has symbols */
   bool plain;    /* it has none: redirect */
   int fd, sfd, sifd, rv;
+  int ifd; /* with |hosts|: the host index, or how fetching it failed */
 } fetch_t;
 
 static void fetch_close(fetch_t *f) {
+  if (f->ifd >= 0) close(f->ifd);
+  f->ifd = -1;
   if (f->fd >= 0) close(f->fd);
   if (f->sfd >= 0) close(f->sfd);
   if (f->sifd >= 0) close(f->sifd);
@@ -641,7 +657,10 @@ static void fetch_work(uv_work_t *w) {
   if (rv && rv != -ENOENT) {
     fetch_close(f);
     f->rv = rv;
+    return;
   }
+  /* A host's part: its index, or why not (coll_api_plan_part answers). */
+  if (f->hosts && (rv = tg_coll_fetch_index(f->f, &f->ifd)) < 0) f->ifd = rv;
 }
 
 static bool redirect_to_bucket(coll_t *c, tg_http_exchange_t *x, uint64_t id);
@@ -664,8 +683,9 @@ static void fetch_done(uv_work_t *w, int status) {
     tg_list_remove(&f->node);
     json_error(f->x, 503, "no worker");
   } else if (f->x && !f->plain) {
-    serve_trace(f->c, f->x, f->id, f->hosts, f->rv, f->fd, f->sfd, f->sifd);
-    f->fd = f->sfd = f->sifd = -1;
+    serve_trace(f->c, f->x, f->id, f->hosts, f->rv, f->fd, f->ifd, f->sfd,
+                f->sifd);
+    f->fd = f->ifd = f->sfd = f->sifd = -1;
   }
   fetch_close(f);
   tg_coll_fetch_free(f->f);
@@ -679,7 +699,7 @@ static void fetch_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
   int rv = tg_coll_store_get(c->store, id, &row);
   if (rv == 0 && row.state != TG_COLL_COMPLETE && row.state != TG_COLL_PARTIAL)
     rv = -ENOENT;
-  if (rv < 0) return serve_trace(c, x, id, hosts, rv, -1, -1, -1);
+  if (rv < 0) return serve_trace(c, x, id, hosts, rv, -1, -1, -1, -1);
   fetch_t *f = calloc(1, sizeof(*f));
   if (!f || (hosts && !(f->hosts = strdup(hosts)))) {
     if (f) free(f);
@@ -689,9 +709,9 @@ static void fetch_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
   f->x = x;
   f->id = id;
   f->redirect = redirect;
-  f->fd = f->sfd = f->sifd = -1;
+  f->fd = f->ifd = f->sfd = f->sifd = -1;
   f->work.data = f;
-  if ((rv = tg_coll_store_fetch_new(c->store, id, false, &f->f)) < 0 ||
+  if ((rv = tg_coll_store_fetch_new(c->store, id, &f->f)) < 0 ||
       (rv = uv_queue_work(c->loop, &f->work, fetch_work, fetch_done)) < 0) {
     tg_coll_fetch_free(f->f);
     free(f->hosts);
@@ -708,11 +728,12 @@ static void get_trace(coll_t *c, tg_http_exchange_t *x,
     return fetch_trace(c, x, id, hosts,
                        !hosts && tg_coll_store_can_presign(c->store) &&
                            c->cfg.s3_presign_ms > 0);
-  int fd = -1, sfd = -1, sifd = -1;
+  int fd = -1, ifd = -1, sfd = -1, sifd = -1;
   int rv = tg_coll_store_open_file(c->store, id, &fd);
   if (!rv && tg_coll_store_open_symbols(c->store, id, &sfd, &sifd) != 0)
     sfd = sifd = -1;
-  serve_trace(c, x, id, hosts, rv, fd, sfd, sifd);
+  if (!rv && hosts) ifd = coll_api_open_index(c, id);
+  serve_trace(c, x, id, hosts, rv, fd, ifd, sfd, sifd);
 }
 
 static void answer_snapshot(coll_t *c, tg_http_exchange_t *x, uint64_t id,

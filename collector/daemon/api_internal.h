@@ -33,13 +33,18 @@ typedef struct coll_part {
 } coll_part_t;
 
 /* The part of |list|'s hosts (comma-separated names) of snapshot |id|,
- * whose trace is |size| bytes and whose symbols are |sfd| and their index
- * |sifd| (-1: none; neither taken). 0 with *part filled; -1 after
- * answering |x| with why not (400, 404, 409, 500, 503), or without an
- * answer when |x| is NULL. */
+ * whose trace is |size| bytes, whose host index is |ifd| (taken: closed
+ * here) or, when negative, the error getting it gave (-ENOENT: it has
+ * none), and whose symbols are |sfd| and their index |sifd| (-1: none;
+ * neither taken). 0 with *part filled; -1 after answering |x| with why
+ * not (400, 404, 409, 500, 503), or without an answer when |x| is NULL. */
 int coll_api_plan_part(coll_t *c, tg_http_exchange_t *x, uint64_t id,
-                       const char *list, uint64_t size, int sfd, int sifd,
-                       coll_part_t *part);
+                       const char *list, uint64_t size, int ifd, int sfd,
+                       int sifd, coll_part_t *part);
+/* Snapshot |id|'s host index opened where the store keeps it in place (a
+ * directory's): its descriptor, or the negative error (-ENOENT: none), as
+ * coll_api_plan_part takes it. */
+int coll_api_open_index(coll_t *c, uint64_t id);
 
 /* GET /api/v1/snapshots/ID/profile (api_profile.c). */
 void coll_api_get_profile(coll_t *c, tg_http_exchange_t *x,

@@ -355,7 +355,8 @@ static int plan_history(coll_t *c, job_t *j, const char *host) {
     if (tg_coll_store_open_symbols(c->store, q->id, &q->sfd, &sifd) != 0)
       q->sfd = sifd = -1;
     int r = coll_api_plan_part(c, NULL, q->id, host, (uint64_t)st.st_size,
-                               q->sfd, sifd, &q->part);
+                               coll_api_open_index(c, q->id), q->sfd, sifd,
+                               &q->part);
     if (sifd >= 0) close(sifd);
     if (r < 0) {
       close(q->fd);
@@ -405,7 +406,8 @@ static void start_job(coll_t *c, tg_http_exchange_t *x, uint64_t id,
   j->whole[j->n_whole++] = (tg_http_extent_t){0, (uint64_t)st.st_size, false};
   if (j->sfd >= 0 && fstat(j->sfd, &sst) == 0 && sst.st_size > 0)
     j->whole[j->n_whole++] = (tg_http_extent_t){0, (uint64_t)sst.st_size, true};
-  rv = coll_api_plan_part(c, x, id, host, (uint64_t)st.st_size, j->sfd, sifd,
+  rv = coll_api_plan_part(c, x, id, host, (uint64_t)st.st_size,
+                          coll_api_open_index(c, id), j->sfd, sifd,
                           &j->part);
   if (sifd >= 0) close(sifd);
   if (rv < 0) { /* answered */

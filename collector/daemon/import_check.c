@@ -1,15 +1,16 @@
 /* Each stored snapshot imported into trace processor: see import_check.h.
  *
- * A job: the loop opens the snapshot's file and index (the fds stay
- * readable if retention deletes the snapshot meanwhile), a pool thread
- * imports the whole file by its name in the store and, when that fails,
- * writes each host's part (the head and the host's extents, read through
- * the index) into a private temporary directory and imports it, and the
- * loop records the verdicts. A snapshot deleted during its check (no
- * longer live in the catalog when the verdicts come back) gets no
- * verdict: a refusal might be the deletion's. The catalog is asked, not
- * the file: a bucket's file here is a private copy no deletion touches.
- */
+ * A job: the loop asks the store for the snapshot's file and index
+ * (tg_coll_store_files_new: a directory's fds stay readable if retention
+ * deletes the snapshot meanwhile; a bucket's are downloaded by the pool
+ * thread, not the loop), a pool thread imports the whole file by its name in
+ * the store and, when that fails, writes each host's part (the head and the
+ * host's extents, read through the index) into a private temporary directory
+ * and imports it, and the loop records the verdicts. A snapshot deleted
+ * during its check (no longer live in the catalog when the verdicts come
+ * back) gets no verdict: a refusal might be the deletion's. The catalog is
+ * asked, not the file: a bucket's file here is a private copy no deletion
+ * touches. */
 #include "collector/daemon/import_check.h"
 #include "collector/daemon/check_runner.h"
 
@@ -40,6 +41,7 @@ typedef struct icheck_job {
   uv_work_t work;
   coll_t *c;
   uint64_t id;
+  tg_coll_files_t *files; /* the store's, until the work took them */
   int fd, ifd; /* the trace and its index (-1: none) */
   char trace[TG_COLL_FILE_NAME_MAX]; /* its file's name, for the words */
   char tp[TG_COLL_CONFIG_PATH_MAX + 1];
@@ -163,6 +165,14 @@ static void check_parts(icheck_job_t *j, uint64_t size) {
 
 static void do_work(uv_work_t *w) {
   icheck_job_t *j = w->data;
+  int err = tg_coll_files_get(j->files);
+  if (err) {
+    snprintf(j->why, sizeof(j->why),
+             "cannot get the snapshot from the store: %s", tg_strerror(err));
+    return;
+  }
+  j->fd = tg_coll_files_take(j->files, TG_COLL_FILE_TRACE);
+  j->ifd = tg_coll_files_take(j->files, TG_COLL_FILE_INDEX);
   struct stat st;
   if (fstat(j->fd, &st) != 0) {
     work_fail(j, "cannot stat the snapshot", errno);
@@ -239,16 +249,17 @@ static void record_host(coll_t *c, uint64_t id, const char *host,
 
 static void record(icheck_job_t *j) {
   coll_t *c = j->c;
-  if (j->why[0]) {
-    TG_WARN("%s snapshot %016" PRIx64 ": the import check could not be made: "
-            "%s", tg_notice_tag(TG_N_COLLECTOR_CHECK_NOT_MADE), j->id, j->why);
-    return;
-  }
+  /* Deleted first: a bucket's download of it then fails too. */
   tg_coll_snapshot_t row;
   if (tg_coll_store_get(c->store, j->id, &row) != 0 ||
       !(TG_COLL_LIVE_STATES & TG_COLL_STATE_BIT(row.state))) {
     TG_INFO("snapshot %016" PRIx64 ": deleted during its import check: no "
             "verdict", j->id);
+    return;
+  }
+  if (j->why[0]) {
+    TG_WARN("%s snapshot %016" PRIx64 ": the import check could not be made: "
+            "%s", tg_notice_tag(TG_N_COLLECTOR_CHECK_NOT_MADE), j->id, j->why);
     return;
   }
   if (j->uid_kept)
@@ -288,6 +299,7 @@ static void record(icheck_job_t *j) {
 }
 
 static void job_free(icheck_job_t *j) {
+  tg_coll_files_free(j->files);
   if (j->fd >= 0) close(j->fd);
   if (j->ifd >= 0) close(j->ifd);
   tg_coll_index_free(&j->ix);
@@ -323,13 +335,13 @@ static void start_next(coll_t *c) {
     j->c = c;
     j->id = id;
     j->fd = j->ifd = -1;
-    int err = tg_coll_store_open_file(c->store, id, &j->fd);
+    int err = tg_coll_store_files_new(c->store, id, TG_COLL_FILES_INDEX,
+                                      &j->files);
     if (err) {
       /* Deleted (retention) before its turn: nothing to check. */
       job_free(j);
       continue;
     }
-    if (tg_coll_store_open_index(c->store, id, &j->ifd) != 0) j->ifd = -1;
     char name[TG_COLL_FILE_NAME_MAX];
     tg_coll_id_file_name(id, 0, name);
     /* For the verdict's words: the import reads the fd. */

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Each stored snapshot's function shares: see shares.h.
  *
- * A job: the loop opens the snapshot's trace, host index and symbols (a
- * directory store), or makes the downloads of them (a bucket's); a pool
- * thread reads them, feeds one profile and picks each host's rows; the
- * loop then hands the rows to the catalog. The profile, whose strings the
+ * A job: the loop asks the store for the snapshot's trace, host index and
+ * symbols (tg_coll_store_files_new); a pool thread gets them (a bucket's
+ * are downloaded there), feeds one profile and picks each host's rows;
+ * the loop then hands the rows to the catalog. The profile, whose strings the
  * rows point into, lives until then. */
 #include "collector/daemon/shares.h"
 
@@ -31,8 +31,8 @@ typedef struct shares_job {
   uint64_t id;
   uint32_t top;
   _Atomic bool *stop;
-  int fd, ifd, sfd; /* -1: none (yet) */
-  tg_coll_fetch_t *fetch, *fetch_index; /* a bucket's; else NULL */
+  tg_coll_files_t *files; /* the store's, until the work took them */
+  int fd, ifd, sfd;        /* -1: none (yet) */
   /* The work's results. */
   int err;
   const char *why; /* static text, with err */
@@ -159,18 +159,11 @@ static void pick_rows(shares_job_t *j) {
 
 static void do_work(uv_work_t *w) {
   shares_job_t *j = w->data;
-  int err;
-  if (j->fetch) {
-    int sifd = -1;
-    if ((err = tg_coll_fetch_run(j->fetch, &j->fd)))
-      return work_fail(j, err, "cannot download the snapshot");
-    if ((err = tg_coll_fetch_run(j->fetch_index, &j->ifd)))
-      return work_fail(j, err, "cannot download its host index");
-    err = tg_coll_fetch_symbols(j->fetch, &j->sfd, &sifd);
-    if (sifd >= 0) close(sifd);
-    if (err && err != -ENOENT)
-      return work_fail(j, err, "cannot download its symbols");
-  }
+  int err = tg_coll_files_get(j->files);
+  if (err) return work_fail(j, err, "cannot get its files from the store");
+  j->fd = tg_coll_files_take(j->files, TG_COLL_FILE_TRACE);
+  j->ifd = tg_coll_files_take(j->files, TG_COLL_FILE_INDEX);
+  j->sfd = tg_coll_files_take(j->files, TG_COLL_FILE_SYMBOLS);
   struct stat st;
   if (fstat(j->fd, &st) != 0) return work_fail(j, -errno, "cannot stat it");
   /* Without an index no machine is known to be a host: nothing is
@@ -201,8 +194,7 @@ static void job_free(shares_job_t *j) {
   if (j->fd >= 0) close(j->fd);
   if (j->ifd >= 0) close(j->ifd);
   if (j->sfd >= 0) close(j->sfd);
-  tg_coll_fetch_free(j->fetch);
-  tg_coll_fetch_free(j->fetch_index);
+  tg_coll_files_free(j->files);
   tg_coll_index_free(&j->ix);
   tg_prof_free(j->prof);
   free(j->hosts);
@@ -265,26 +257,8 @@ static void start_next(coll_t *c) {
     j->top = c->cfg.function_shares_top;
     j->stop = &q->stop;
     j->fd = j->ifd = j->sfd = -1;
-    int err;
-    tg_coll_snapshot_t row;
-    if (tg_coll_store_remote(c->store)) {
-      /* The download is of a live snapshot only (store.h). */
-      err = tg_coll_store_get(c->store, id, &row);
-      if (!err && row.state != TG_COLL_COMPLETE &&
-          row.state != TG_COLL_PARTIAL)
-        err = -ENOENT;
-      if (!err) err = tg_coll_store_fetch_new(c->store, id, false, &j->fetch);
-      if (!err) err = tg_coll_store_fetch_new(c->store, id, true,
-                                              &j->fetch_index);
-    } else {
-      err = tg_coll_store_open_file(c->store, id, &j->fd);
-      if (!err && tg_coll_store_open_index(c->store, id, &j->ifd) != 0)
-        j->ifd = -1;
-      int sifd = -1;
-      if (!err && tg_coll_store_open_symbols(c->store, id, &j->sfd, &sifd))
-        j->sfd = -1;
-      if (sifd >= 0) close(sifd);
-    }
+    int err = tg_coll_store_files_new(
+        c->store, id, TG_COLL_FILES_INDEX | TG_COLL_FILES_SYMBOLS, &j->files);
     if (err) {
       /* Deleted (retention) before its turn: nothing to count. */
       if (err != -ENOENT) {

@@ -1,13 +1,14 @@
 /* Each stored snapshot's symbols: see symbols.h.
  *
- * A job: the loop opens the snapshot's trace and host index and creates
- * the symbols' two files under tmp/ (store.h); a pool thread walks the
- * trace once (consumer/symbolize: every frame's rel_pc filed under its
- * module, per machine), finds each module's debug file by build id,
- * resolves its addresses with libdw, and writes the ModuleSymbols packets
- * grouped by host (machine k + 1 is the host index's host k) with their
- * own host index; the loop then renames them in beside the trace, or
- * reports why not. */
+ * A job: the loop asks the store for the snapshot's trace and host index
+ * (tg_coll_store_files_new) and creates the symbols' two files under tmp/
+ * (store.h); a pool thread gets the trace and index (a bucket's are
+ * downloaded there, not on the loop), walks the trace once
+ * (consumer/symbolize: every frame's rel_pc filed under its module, per
+ * machine), finds each module's debug file by build id, resolves its
+ * addresses with libdw, and writes the ModuleSymbols packets grouped by host
+ * (machine k + 1 is the host index's host k) with their own host index; the
+ * loop then renames them in beside the trace, or reports why not. */
 #include "collector/daemon/symbols.h"
 
 #include <errno.h>
@@ -216,6 +217,8 @@ struct sym_job {
   uv_work_t work;
   coll_t *c;
   uint64_t id;
+  tg_coll_files_t *files; /* the store's, until the work took them */
+  bool gone; /* the store had no trace to give (deleted meanwhile?) */
   int fd, ifd;   /* the trace and its host index (-1: none) */
   int sfd, sifd; /* the symbols and their index, under tmp/ */
   tg_coll_symput_t *put; /* a bucket's store: the upload; else NULL */
@@ -328,6 +331,16 @@ static void do_work(uv_work_t *w) {
     }
     close(d);
   }
+  int err = tg_coll_files_get(j->files);
+  if (err) {
+    j->gone = err == -ENOENT;
+    snprintf(what, sizeof(what), "cannot get the snapshot from the store: %s",
+             tg_strerror(err));
+    work_fail(j, err, what);
+    return;
+  }
+  j->fd = tg_coll_files_take(j->files, TG_COLL_FILE_TRACE);
+  j->ifd = tg_coll_files_take(j->files, TG_COLL_FILE_INDEX);
   struct stat st;
   if (fstat(j->fd, &st) != 0) {
     work_fail(j, -errno, "cannot stat the snapshot");
@@ -337,7 +350,7 @@ static void do_work(uv_work_t *w) {
    * the whole trace (its host parts are refused anyway). */
   if (j->ifd >= 0 && tg_coll_index_read(j->ifd, (uint64_t)st.st_size, &j->ix))
     tg_coll_index_free(&j->ix);
-  int err = tg_sym_collect_fd(&j->s, j->fd, -1, &j->o, what, sizeof(what));
+  err = tg_sym_collect_fd(&j->s, j->fd, -1, &j->o, what, sizeof(what));
   if (!err) err = tg_sym_resolve_all(&j->s, &j->o, &j->res);
   if (err) {
     work_fail(j, err, err == -ETIMEDOUT   ? "out of time (symbolize_timeout)"
@@ -367,6 +380,7 @@ static void do_work(uv_work_t *w) {
 /* --- the results (the loop) -------------------------------------------------- */
 
 static void job_free(sym_job_t *j) {
+  tg_coll_files_free(j->files);
   if (j->fd >= 0) close(j->fd);
   if (j->ifd >= 0) close(j->ifd);
   if (j->sfd >= 0) close(j->sfd);
@@ -378,6 +392,15 @@ static void job_free(sym_job_t *j) {
 }
 
 static void start_next(coll_t *c);
+
+/* Whether |id| is still live in the catalog (an error says yes: a
+ * failure is then recorded rather than hidden). */
+static bool still_live(coll_t *c, uint64_t id) {
+  tg_coll_snapshot_t row;
+  int err = tg_coll_store_get(c->store, id, &row);
+  return err != -ENOENT &&
+         (err || (TG_COLL_LIVE_STATES & TG_COLL_STATE_BIT(row.state)));
+}
 
 static void after_work(uv_work_t *w, int status) {
   sym_job_t *j = w->data;
@@ -408,7 +431,7 @@ static void after_work(uv_work_t *w, int status) {
                    st->debuginfod_ns};
   guard_add(&q->total, &g);
   sym_entry_t *e;
-  if (err == -ENOENT && !j->err) {
+  if (err == -ENOENT && (!j->err || (j->gone && !still_live(c, j->id)))) {
     TG_INFO("snapshot %016" PRIx64 ": deleted during its symbolization",
             j->id);
     entry_drop(q, j->id);
@@ -463,7 +486,8 @@ static void start_next(coll_t *c) {
     j->id = id;
     j->fd = j->ifd = j->sfd = j->sifd = -1;
     tg_sym_init(&j->s);
-    int err = tg_coll_store_open_file(c->store, id, &j->fd);
+    int err = tg_coll_store_files_new(c->store, id, TG_COLL_FILES_INDEX,
+                                      &j->files);
     if (err == -ENOENT) {
       /* Deleted (retention) before its turn: nothing to name. */
       entry_drop(q, id);
@@ -483,7 +507,6 @@ static void start_next(coll_t *c) {
       job_free(j);
       continue;
     }
-    if (tg_coll_store_open_index(c->store, id, &j->ifd) != 0) j->ifd = -1;
     const tg_coll_config_t *cfg = &c->cfg;
     for (size_t i = 0; i < cfg->n_symbolize_debug_dirs; i++) {
       j->dirs[i] = cfg->symbolize_debug_dirs[i];

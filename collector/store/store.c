@@ -283,10 +283,10 @@ int tg_coll_store_retain(tg_coll_store_t *s, tg_coll_retained_t *out) {
   return r.verdict != TG_COLL_KEEP;
 }
 
-int tg_coll_store_fetch_new(tg_coll_store_t *s, uint64_t id, bool index,
+int tg_coll_store_fetch_new(tg_coll_store_t *s, uint64_t id,
                             tg_coll_fetch_t **out) {
   if (!s->ops->fetch_new) return -EOPNOTSUPP;
-  return s->ops->fetch_new(s, id, index, out);
+  return s->ops->fetch_new(s, id, out);
 }
 
 int tg_coll_store_rebuild(tg_coll_store_t *s, tg_coll_rebuild_fn fn,

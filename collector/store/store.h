@@ -155,9 +155,10 @@ void tg_coll_store_close(tg_coll_store_t *s);
 
 tg_coll_store_kind_t tg_coll_store_kind(const tg_coll_store_t *s);
 /* Whether a snapshot's bytes are a download away (a bucket): a reader
- * then makes a tg_coll_store_fetch_new() and runs it on a worker, since
- * tg_coll_store_open_file() would hold the store's thread for the whole
- * download; profiles are not made from them here. */
+ * then gets them on a worker (tg_coll_store_files_new, or
+ * tg_coll_store_fetch_new), since tg_coll_store_open_file() would hold
+ * the store's thread for the whole download; profiles are not made from
+ * them here. */
 bool tg_coll_store_remote(const tg_coll_store_t *s);
 /* Whether tg_coll_store_presign() can answer (else -EOPNOTSUPP). */
 bool tg_coll_store_can_presign(const tg_coll_store_t *s);
@@ -249,7 +250,9 @@ int tg_coll_store_find_shares(tg_coll_store_t *s,
                               tg_coll_share_t *out, size_t cap, size_t *n);
 /* Opens a live snapshot's file read-only (O_CLOEXEC); the fd is the
  * caller's and stays readable even if the snapshot is deleted meanwhile.
- * -ENOENT: no such snapshot or it is not live. */
+ * -ENOENT: no such snapshot or it is not live. A bucket's is downloaded
+ * whole first (blocks): the collector's loop uses tg_coll_store_files_new
+ * instead, these two serve tools and tests. */
 int tg_coll_store_open_file(tg_coll_store_t *s, uint64_t id, int *fd);
 
 /* Opens snapshot |id|'s host index read-only, the same way; -ENOENT when
@@ -264,19 +267,20 @@ int tg_coll_store_open_index(tg_coll_store_t *s, uint64_t id, int *fd);
 int tg_coll_store_presign(tg_coll_store_t *s, uint64_t id, uint32_t expires_s,
                           char *url, size_t cap);
 
-/* A bucket's store: a copy of snapshot |id|'s trace (or its host index,
- * |index|) made off the store's thread, so that a long download does not
- * hold it. Made on the store's thread (a client and a tmp/ descriptor of
- * its own, nothing of the store's after), run on any one thread, freed on
- * either; the store may close meanwhile. -EOPNOTSUPP for a directory
- * store. Whether the snapshot is live is the caller's to check first. */
+/* A bucket's store: copies of snapshot |id|'s objects made off the
+ * store's thread, so that a long download does not hold it. Made on the
+ * store's thread (a client and a tmp/ descriptor of its own, nothing of
+ * the store's after), run on any one thread, freed on either; the store
+ * may close meanwhile. -EOPNOTSUPP for a directory store. Whether the
+ * snapshot is live is the caller's to check first. */
 typedef struct tg_coll_fetch tg_coll_fetch_t;
-int tg_coll_store_fetch_new(tg_coll_store_t *s, uint64_t id, bool index,
+int tg_coll_store_fetch_new(tg_coll_store_t *s, uint64_t id,
                             tg_coll_fetch_t **out);
-/* The object into an unnamed file under tmp/: 0 and *fd (the caller's,
- * read-only use, at offset 0), -ENOENT (no such object), or the client's
- * error. Blocks for the whole download. */
+/* Its trace (run) or its host index (index) into an unnamed file under
+ * tmp/: 0 and *fd (the caller's, read-only use, at offset 0), -ENOENT (no
+ * such object), or the client's error. Blocks for the whole download. */
 int tg_coll_fetch_run(tg_coll_fetch_t *f, int *fd);
+int tg_coll_fetch_index(tg_coll_fetch_t *f, int *fd);
 /* Whether the snapshot has symbols in the bucket (one HEAD): 0, -ENOENT,
  * or the client's error. Blocks. */
 int tg_coll_fetch_has_symbols(tg_coll_fetch_t *f);
@@ -285,6 +289,42 @@ int tg_coll_fetch_has_symbols(tg_coll_fetch_t *f);
  * error. Blocks. */
 int tg_coll_fetch_symbols(tg_coll_fetch_t *f, int *sfd, int *sifd);
 void tg_coll_fetch_free(tg_coll_fetch_t *f); /* NULL-safe */
+
+/* A live snapshot's files for a job that reads them off the store's
+ * thread (symbolize, the import check, function shares, a host's part of
+ * a download), whatever the backend: the caller asks for them without
+ * asking which backend holds them. Made on the store's thread: a
+ * directory's files are opened there (cheap; they stay readable if the
+ * snapshot is deleted meanwhile), a bucket's downloads are prepared
+ * (tg_coll_store_fetch_new). Got on any one thread: a bucket's are
+ * downloaded there, which blocks for as long as they take, so never on
+ * the store's thread (it serves everything else meanwhile). Freed on
+ * either; the store may close between new and free.
+ *
+ * |want| is the trace and any of: */
+#define TG_COLL_FILES_INDEX 1u   /* its host index */
+#define TG_COLL_FILES_SYMBOLS 2u /* its symbols and their index */
+typedef struct tg_coll_files tg_coll_files_t;
+/* 0 and *out; -ENOENT: no such snapshot, or it is not live; or the
+ * catalog's or the store's error. */
+int tg_coll_store_files_new(tg_coll_store_t *s, uint64_t id, unsigned want,
+                            tg_coll_files_t **out);
+/* Gets what |want| named: 0, or the first error that stopped it (-ENOENT:
+ * the trace went meanwhile). A part the snapshot does not have (no host
+ * index, no symbols) is no error: its descriptor is -1 below. Once only. */
+int tg_coll_files_get(tg_coll_files_t *f);
+/* After a successful get: the descriptors (read-only use, at offset 0),
+ * taken by the caller (-1: none, or already taken). */
+typedef enum tg_coll_file {
+  TG_COLL_FILE_TRACE = 0,
+  TG_COLL_FILE_INDEX,   /* the trace's host index */
+  TG_COLL_FILE_SYMBOLS, /* its symbols */
+  TG_COLL_FILE_SYMIDX,  /* the symbols' host index */
+  TG_COLL_FILE_COUNT
+} tg_coll_file_t;
+int tg_coll_files_take(tg_coll_files_t *f, tg_coll_file_t which);
+/* Closes what was not taken. NULL-safe. */
+void tg_coll_files_free(tg_coll_files_t *f);
 
 /* Symbols beside a live snapshot (the collector's `symbolize`,
  * docs/collector.md "Symbols"): "<id>.symbols" (ModuleSymbols packets, a

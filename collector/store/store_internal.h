@@ -75,8 +75,7 @@ struct tg__coll_store_ops {
   /* store.h's fetch and symput: made on the store's thread. fetch_new
    * NULL: the backend's files are read in place (tg_coll_store_open_file),
    * which is what tg_coll_store_remote() says. */
-  int (*fetch_new)(tg_coll_store_t *s, uint64_t id, bool index,
-                   tg_coll_fetch_t **out);
+  int (*fetch_new)(tg_coll_store_t *s, uint64_t id, tg_coll_fetch_t **out);
   int (*symput_new)(tg_coll_store_t *s, uint64_t id, tg_coll_symput_t **out);
   /* Live |id|'s symbols, written under tmp/, stored for good; the
    * symbols of |id| gone (it is no longer live); whether it has them;

@@ -738,11 +738,11 @@ static int to_fd(void *ctx, const void *p, size_t n) {
 struct tg_coll_fetch {
   tg_s3_client_t *c;
   int dir_fd; /* tmp/, dup()ed */
-  char key[TG_S3_KEY_MAX + 1];
+  char key[TG_S3_KEY_MAX + 1], index_key[TG_S3_KEY_MAX + 1];
   char sym_key[TG_S3_KEY_MAX + 1], symidx_key[TG_S3_KEY_MAX + 1];
 };
 
-int tg__coll_s3_fetch_new(tg_coll_store_t *s, uint64_t id, bool index,
+int tg__coll_s3_fetch_new(tg_coll_store_t *s, uint64_t id,
                           tg_coll_fetch_t **out) {
   tg_coll_fetch_t *f = calloc(1, sizeof *f);
   if (!f) return -ENOMEM;
@@ -752,8 +752,8 @@ int tg__coll_s3_fetch_new(tg_coll_store_t *s, uint64_t id, bool index,
     tg_coll_fetch_free(f);
     return err;
   }
-  object_key(s->s3, id, index ? TG__COLL_OBJ_INDEX : TG__COLL_OBJ_TRACE,
-             f->key);
+  object_key(s->s3, id, TG__COLL_OBJ_TRACE, f->key);
+  object_key(s->s3, id, TG__COLL_OBJ_INDEX, f->index_key);
   object_key(s->s3, id, TG__COLL_OBJ_SYMBOLS, f->sym_key);
   object_key(s->s3, id, TG__COLL_OBJ_SYMIDX, f->symidx_key);
   *out = f;
@@ -777,6 +777,10 @@ static int get_to_tmpfile(tg_s3_client_t *c, int dir_fd, const char *key,
 
 int tg_coll_fetch_run(tg_coll_fetch_t *f, int *fd) {
   return get_to_tmpfile(f->c, f->dir_fd, f->key, fd);
+}
+
+int tg_coll_fetch_index(tg_coll_fetch_t *f, int *fd) {
+  return get_to_tmpfile(f->c, f->dir_fd, f->index_key, fd);
 }
 
 int tg_coll_fetch_has_symbols(tg_coll_fetch_t *f) {

@@ -109,7 +109,7 @@ int tg__coll_s3_presign(tg_coll_store_t *s, uint64_t id, int64_t now_s,
 /* store.h's fetch, and the bucket's half of the symbols
  * (store_s3_symbols.c) and of the rebuild (store_rebuild.c), behind the
  * store's ops (store_internal.h). */
-int tg__coll_s3_fetch_new(tg_coll_store_t *s, uint64_t id, bool index,
+int tg__coll_s3_fetch_new(tg_coll_store_t *s, uint64_t id,
                           tg_coll_fetch_t **out);
 int tg__coll_s3_symput_new(tg_coll_store_t *s, uint64_t id,
                            tg_coll_symput_t **out);

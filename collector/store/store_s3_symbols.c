@@ -107,7 +107,7 @@ int tg__coll_s3_symbols_commit(tg_coll_store_t *s, uint64_t id,
 int tg__coll_s3_open_symbols(tg_coll_store_t *s, uint64_t id, int *fd,
                              int *ifd) {
   tg_coll_fetch_t *f = NULL;
-  int err = tg__coll_s3_fetch_new(s, id, false, &f);
+  int err = tg__coll_s3_fetch_new(s, id, &f);
   if (!err) err = tg_coll_fetch_symbols(f, fd, ifd);
   tg_coll_fetch_free(f);
   return err;

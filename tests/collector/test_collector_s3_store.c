@@ -1,10 +1,12 @@
-/* The store with its snapshots in a bucket (collector/store/store_s3.h) against
- * a real Ceph gateway (coll_rgw.h): a snapshot streamed in parts and read
- * back through the store, a collector killed (SIGKILL) mid-upload and
+/* The store with its snapshots in a bucket (collector/store/store_s3.h)
+ * against a real Ceph gateway (coll_rgw.h): a snapshot streamed in parts and
+ * read back through the store, a collector killed (SIGKILL) mid-upload and
  * restarted, orphans and foreign objects at open, delete and retention
- * removing objects, symbols objects beside a snapshot's, and, last (it stops the gateway), a bucket gone in the
- * middle of a snapshot. One gateway for the whole executable; each test
- * has its own prefix in one bucket. Skips, saying so, without Ceph. */
+ * removing objects, symbols objects beside a snapshot's, a job's files
+ * downloaded at get only (never on the store's thread), and, last (it stops
+ * the gateway), a bucket gone in the middle of a snapshot. One gateway for
+ * the whole executable; each test has its own prefix in one bucket. Skips,
+ * saying so, without Ceph. */
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -590,6 +592,108 @@ static void symbols_live_and_die_with_their_snapshot(void **state) {
   assert_int_equal(objects(f), 4); /* the other snapshot's */
 }
 
+static uint64_t requests(fx_t *f) {
+  tg_coll_store_desc_t d;
+  tg_coll_store_describe(f->store, &d);
+  assert_true(d.has_stats);
+  return d.stats.requests;
+}
+
+/* All |n| bytes of |fd| are |seed|'s, and no more. */
+static void assert_data(int fd, uint64_t seed, size_t n) {
+  uint8_t buf[4096];
+  size_t off = 0;
+  ssize_t got;
+  while ((got = read(fd, buf, sizeof buf)) > 0) {
+    for (ssize_t i = 0; i < got; i++)
+      assert_int_equal(buf[i], byte_at(seed, off + (size_t)i));
+    off += (size_t)got;
+  }
+  assert_int_equal(off, n);
+}
+
+/* A job's files (tg_coll_store_files_*): made on the store's thread
+ * without a request to the bucket, so that the collector's loop never
+ * waits on one; downloaded at get. A part the snapshot lacks is -1, a
+ * part it has comes whole, and a snapshot that is not live gives
+ * nothing to get. */
+static void files_are_downloaded_at_get_only(void **state) {
+  if (skipped) skip();
+  fx_t *f = *state;
+  open_store(f);
+  uint64_t a = snapshot(f, 5, TG_S3_PART_MIN + 99);
+  uint64_t b = snapshot(f, 6, 1000);
+  assert_int_equal(store_symbols(f, b, "SYMS", NULL), 0);
+
+  uint64_t before = requests(f);
+  tg_coll_files_t *fa = NULL, *fb = NULL;
+  assert_int_equal(tg_coll_store_files_new(f->store, a, TG_COLL_FILES_INDEX |
+                                           TG_COLL_FILES_SYMBOLS, &fa), 0);
+  assert_int_equal(tg_coll_store_files_new(f->store, b, TG_COLL_FILES_SYMBOLS,
+                                           &fb), 0);
+  assert_int_equal(requests(f), before);
+  /* Nothing to take before get. */
+  assert_int_equal(tg_coll_files_take(fa, TG_COLL_FILE_TRACE), -1);
+
+  assert_int_equal(tg_coll_files_get(fa), 0);
+  assert_true(requests(f) > before);
+  int fd = tg_coll_files_take(fa, TG_COLL_FILE_TRACE);
+  assert_true(fd >= 0);
+  assert_data(fd, 5, TG_S3_PART_MIN + 99);
+  close(fd);
+  assert_int_equal(tg_coll_files_take(fa, TG_COLL_FILE_TRACE), -1);
+  assert_int_equal(tg_coll_files_take(fa, TG_COLL_FILE_INDEX), -1);
+  assert_int_equal(tg_coll_files_take(fa, TG_COLL_FILE_SYMBOLS), -1);
+  assert_int_equal(tg_coll_files_get(fa), -EALREADY);
+  tg_coll_files_free(fa);
+
+  assert_int_equal(tg_coll_files_get(fb), 0);
+  fd = tg_coll_files_take(fb, TG_COLL_FILE_TRACE);
+  assert_data(fd, 6, 1000);
+  close(fd);
+  fd = tg_coll_files_take(fb, TG_COLL_FILE_SYMBOLS);
+  char text[8] = {0};
+  assert_int_equal(read(fd, text, sizeof text), 4);
+  assert_string_equal(text, "SYMS");
+  close(fd);
+  /* Not taken: freed with it. */
+  tg_coll_files_free(fb);
+
+  /* Deleted between new and get: the download says so. */
+  assert_int_equal(tg_coll_store_files_new(f->store, a, 0, &fa), 0);
+  assert_int_equal(tg_coll_store_delete(f->store, a), 0);
+  assert_int_equal(tg_coll_files_get(fa), -ENOENT);
+  assert_int_equal(tg_coll_files_take(fa, TG_COLL_FILE_TRACE), -1);
+  tg_coll_files_free(fa);
+  /* Gone, or never there: nothing is made. */
+  fa = NULL;
+  assert_int_equal(tg_coll_store_files_new(f->store, a, 0, &fa), -ENOENT);
+  assert_int_equal(tg_coll_store_files_new(f->store, b + 1000, 0, &fa),
+                   -ENOENT);
+  assert_null(fa);
+
+  /* A directory's: opened at new, the same answers at get. */
+  char plain[96];
+  snprintf(plain, sizeof plain, "%s/plain", f->dir);
+  tg_coll_store_config_t pc = {.dir = plain};
+  tg_coll_store_t *ps = NULL;
+  assert_int_equal(tg_coll_store_open(&pc, &ps, NULL), 0);
+  tg_coll_store_t *bucket = f->store;
+  f->store = ps;
+  uint64_t c = snapshot(f, 7, 5000);
+  f->store = bucket;
+  assert_int_equal(tg_coll_store_files_new(ps, c, TG_COLL_FILES_INDEX, &fa), 0);
+  /* Its file stays readable once deleted. */
+  assert_int_equal(tg_coll_store_delete(ps, c), 0);
+  assert_int_equal(tg_coll_files_get(fa), 0);
+  fd = tg_coll_files_take(fa, TG_COLL_FILE_TRACE);
+  assert_data(fd, 7, 5000);
+  close(fd);
+  assert_int_equal(tg_coll_files_take(fa, TG_COLL_FILE_INDEX), -1);
+  tg_coll_files_free(fa);
+  tg_coll_store_close(ps);
+}
+
 /* Two collectors on one PostgreSQL catalog and one bucket prefix, each
  * with a working directory of its own: one's restart leaves the other's
  * upload in flight alone; each serves and deletes the other's snapshots. */
@@ -691,6 +795,8 @@ static void bucket_gone_mid_snapshot(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(stored_and_read_back, setup, teardown),
+      cmocka_unit_test_setup_teardown(files_are_downloaded_at_get_only, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(killed_mid_upload, setup, teardown),
       cmocka_unit_test_setup_teardown(orphans_and_foreign_objects_at_open,
                                       setup, teardown),
