@@ -1,5 +1,5 @@
-/* The collector as a child of a test, and its API through python3: see
- * coll_e2e.h. */
+/* The collector as a child of a test, and its API through tg-test-http
+ * children (tests/support/http_req.c): see coll_e2e.h. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -146,29 +146,8 @@ pid_t http_spawn(const collector_t *c, const char *method,
 
 pid_t http_spawn_as(const collector_t *c, const char *who, const char *method,
                     const char *path, const char *out) {
-  /* With a client (argv[4] not "-"): HTTPS, verified against the test
-   * CA, presenting pki/WHO.pem. */
-  static const char script[] =
-      "import ssl, sys, urllib.request, urllib.error\n"
-      "url, method, out, ca, cert, key = sys.argv[1:7]\n"
-      "ctx = None\n"
-      "if ca != '-':\n"
-      "    ctx = ssl.create_default_context(cafile=ca)\n"
-      "    if cert != '-':\n"
-      "        ctx.load_cert_chain(cert, key)\n"
-      "req = urllib.request.Request(url, method=method)\n"
-      "try:\n"
-      "    r = urllib.request.urlopen(req, timeout=60, context=ctx)\n"
-      "    code, body = r.status, r.read()\n"
-      "except urllib.error.HTTPError as e:\n"
-      "    code, body = e.code, e.read()\n"
-      "    r = e\n"
-      "except Exception as e:  # no HTTP answer at all: status 0\n"
-      "    code, body, r = 0, str(e).encode(), None\n"
-      "open(out, 'wb').write(body)\n"
-      "open(out + '.status', 'w').write(str(code))\n"
-      "length = r.headers.get('Content-Length') if r is not None else None\n"
-      "open(out + '.length', 'w').write(length or '-1')\n";
+  /* With a client (|who| not "-"): HTTPS, verified against the test CA,
+   * presenting pki/WHO.pem. */
   char url[512], ca[256] = "-", cert[256] = "-", key[256] = "-";
   snprintf(url, sizeof(url), "%s://127.0.0.1:%d%s", who ? "https" : "http",
            c->port, path);
@@ -182,10 +161,10 @@ pid_t http_spawn_as(const collector_t *c, const char *who, const char *method,
       snprintf(key, sizeof(key), "%s", fleet_in_dir(name));
     }
   }
-  const char *argv[] = {"python3", "-c", script, url, method, out,
-                        ca, cert, key, NULL};
+  const char *argv[] = {"tg-test-http", url, method, out, ca, cert, key,
+                        NULL};
   tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
-  s.path = "/usr/bin/python3";
+  s.path = TG_TEST_HTTP_PATH;
   s.argv = argv;
   s.stdin_fd = TG_TEST_FD_DEVNULL;
   pid_t pid = tg_test_spawn(&s);

@@ -1,7 +1,7 @@
 /* tracegate-collector as a child of a cmocka test, against hosts of the
  * fleet harness (fleet_harness.h): its config in the fleet directory, its
- * start (on --ready-fd) and stop, and HTTP requests to its API made by
- * python3's urllib in a child, so that a request can be in flight while
+ * start (on --ready-fd) and stop, and HTTP requests to its API made by a
+ * child (tg-test-http, libcurl), so that a request can be in flight while
  * the test answers the producers' flushes. Shared by the collector's end
  * to end tests; every function asserts (cmocka) rather than returns an
  * error, and every wait is bounded (FLEET_WAIT_MS unless it says).
@@ -41,8 +41,9 @@ void collector_stop(collector_t *c);
 /* Prints collector.log to stderr, for a failure's diagnosis. */
 void collector_dump_log(void);
 
-/* An HTTP request by python3 in a child: the body goes to |out|, the
- * status to |out|.status. Returns the child (reap with http_wait). */
+/* An HTTP request by a child (tg-test-http, over libcurl): the body goes
+ * to |out|, the status to |out|.status (0: no HTTP answer). Returns the
+ * child (reap with http_wait). */
 pid_t http_spawn(const collector_t *c, const char *method, const char *path,
                  const char *out);
 /* The same over HTTPS as client |who| (pki/WHO.pem and .key, made by

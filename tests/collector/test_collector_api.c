@@ -1,6 +1,6 @@
 /* api.c, the HTTP API's shell over the daemon, in the test's process
  * (coll_unit.h) with its listener started (coll_api_start) and requests
- * made by python3 children (coll_e2e.h) while the test runs the daemon's
+ * made by tg-test-http children (coll_e2e.h) while the test runs the daemon's
  * loop: a POST with wait=1 answered once its snapshot is stored, waiters
  * folded into the queued snapshot told its id when it begins (or 503 when
  * it cannot), a waiter whose client left forgotten, and what /metrics and

@@ -91,7 +91,7 @@ static void assert_names(const char *json, const fleet_trace_t *t,
   }
   /* Trace processor's answer is by name. */
   qsort(names, n, sizeof(names[0]), by_name);
-  char want[1024] = "\"";
+  char want[sizeof(names) + 8] = "\"";
   for (size_t i = 0; i < n; i++) {
     size_t at = strlen(want);
     snprintf(want + at, sizeof(want) - at, "%s%s", i ? " " : "", names[i]);

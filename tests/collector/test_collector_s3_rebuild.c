@@ -193,7 +193,7 @@ static void rebuilt_catalog_serves_the_same_snapshots(bool pg,
   assert_json(sum, "refused", "0");
   assert_json(sum, "no_sidecar", "0");
   assert_json(sum, "problems", "[]");
-  char want[40];
+  char want[128];
   snprintf(want, sizeof want, "\"%s\"", ids[N - 1]);
   assert_json(sum, "max_id", want);
   assert_json(sum, "unreserved", "0");
@@ -323,7 +323,7 @@ static void damaged_bucket_gives_failed_and_reported_rows(void **state) {
   /* Only the verified ids (the FAILED rows' sidecars parsed and named
    * their keys) are reserved; the refused one, the trace without a
    * sidecar and the lone index are counted, not reserved. */
-  char want[40];
+  char want[128];
   snprintf(want, sizeof want, "\"%s\"", ids[1]);
   assert_json(sum, "max_id", want);
   assert_json(sum, "unreserved", "3");

@@ -108,7 +108,7 @@ static void cap_keeps_the_first_added(void **state) {
   (void)state;
   tg_addr_names_t t;
   tg_addr_names_init(&t, 3, 1u << 20);
-  char name[8];
+  char name[16];
   for (int i = 0; i < 10; i++) {
     snprintf(name, sizeof(name), "f%d", i);
     /* Descending addresses: the cap counts adds, not sorted places. */

@@ -227,7 +227,7 @@ static void cuts_mid_read_lose_nothing_and_double_nothing(void **state) {
   fleet_cli_t c;
   fleet_cli_spawn(&c, args);
   assert_int_equal(raw_producer_wait_started(&s.p, FLEET_WAIT_MS), 0);
-  char tag[16];
+  char tag[24];
   uint32_t chunk = 0;
   const unsigned long long round_bytes = COMMITS * 24ull * FLEET_BIG;
   for (int k = 0; k < ROUNDS; k++) {
@@ -291,7 +291,7 @@ static void compressed_cuts_mid_read_lose_nothing_and_double_nothing(
   fleet_cli_t c;
   fleet_cli_spawn(&c, args);
   assert_int_equal(raw_producer_wait_started(&s.p, FLEET_WAIT_MS), 0);
-  char tag[16];
+  char tag[24];
   uint32_t chunk = 0;
   for (int k = 0; k < ROUNDS; k++) {
     snprintf(tag, sizeof(tag), "zround%d", k);

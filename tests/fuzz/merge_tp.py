@@ -727,6 +727,10 @@ def main():
     ap.add_argument("--proto", help="perfetto_trace.proto (default: beside "
                     "the binaries, ../protos)")
     ap.add_argument("--seconds", type=int, default=600)
+    # A search bounded by its rounds as well: with a fixed seed, the same
+    # inputs whatever the machine's speed (the self-test's bound).
+    ap.add_argument("--rounds", type=int, default=0,
+                    help="stop after this many rounds (0: no bound)")
     ap.add_argument("--seed", type=int)
     ap.add_argument("--corpus", default=os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "corpus", "fuzz_merge"))
@@ -778,10 +782,12 @@ def job(args, proto, work):
     for s, name in sorted(known.items()):
         print("  known: %s (%s)" % (s, name))
     os.makedirs(args.out, exist_ok=True)
-    deadline = time.monotonic() + args.seconds
+    started = time.monotonic()
+    deadline = started + args.seconds
     rounds, found_known, new = 0, 0, {}
     said = time.monotonic()
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not (
+            args.rounds and rounds >= args.rounds):
         rounds += 1
         if time.monotonic() - said >= 60:
             said = time.monotonic()
@@ -812,7 +818,8 @@ def job(args, proto, work):
         print("fuzz-merge-tp: NEW after %d rounds: %s -> %s (%d bytes)" % (
             rounds, sig, os.path.join(args.out, name), len(small)), flush=True)
     print("fuzz-merge-tp: %d rounds in %d s (%d imports), %d findings already "
-          "in the corpus, %d new" % (rounds, args.seconds, runner.runs,
+          "in the corpus, %d new" % (rounds, time.monotonic() - started,
+                                     runner.runs,
                                      found_known, len(new)))
     for sig, name in sorted(new.items(), key=lambda x: x[1]):
         print("  new: %s: %s" % (name, sig))

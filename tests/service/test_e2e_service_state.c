@@ -369,7 +369,7 @@ static void frame_sized_descriptors_take_a_reply_each(void **state) {
   assert_int_equal(raw_producer_connect(&p, ts, "big.producer", NULL, 4, 64, false), 0);
   bytes_t d[5];
   for (int i = 0; i < 5; i++) {
-    char name[16];
+    char name[24];
     snprintf(name, sizeof(name), "big_ds_%d", i);
     d[i] = desc_big(name, 128 * 1024 - 64, (uint8_t)(' ' + i)); /* kIPCBufferSize - 64 */
     register_ok(&p, &d[i]);

@@ -251,39 +251,6 @@ int tg_test_pki(char *out, size_t cap, const char *tag) {
   return 0;
 }
 
-int tg_test_json_get(const char *path, const char *key, char *out, size_t cap) {
-  static const char script[] =
-      "import json, sys\n"
-      "v = json.load(open(sys.argv[1]))\n"
-      "for k in sys.argv[2].split('.'):\n"
-      "    v = v[int(k)] if isinstance(v, list) else v[k]\n"
-      "sys.stdout.write(json.dumps(v, sort_keys=True))\n";
-  int po[2];
-  if (pipe2(po, O_CLOEXEC) != 0) return -1;
-  const char *argv[] = {"python3", "-c", script, path, key, NULL};
-  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
-  s.path = "/usr/bin/python3";
-  s.argv = argv;
-  s.stdin_fd = TG_TEST_FD_DEVNULL;
-  s.stdout_fd = po[1];
-  pid_t pid = tg_test_spawn(&s);
-  close(po[1]);
-  size_t n = 0;
-  ssize_t r;
-  while (pid > 0 && n + 1 < cap &&
-         (r = read(po[0], out + n, cap - 1 - n)) > 0)
-    n += (size_t)r;
-  out[n] = 0;
-  close(po[0]);
-  int status = pid > 0 ? tg_test_reap(pid, 30000) : -1;
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    fprintf(stderr, "json_get %s %s: python3 failed (status %d)\n", path, key,
-            status);
-    return -1;
-  }
-  return 0;
-}
-
 const char *tg_test_json(const char *path, const char *key) {
   static char bufs[8][4096];
   static unsigned i;

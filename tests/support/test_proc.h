@@ -133,11 +133,12 @@ int tg_test_certs(const char *dir, const char *args);
  * the TLS tests talk with. Returns 0 or -1. */
 int tg_test_pki(char *out, size_t cap, const char *tag);
 
-/* Reads the JSON file |path| with Python's json module (so that the file
- * must be valid JSON) and writes into |out| the value at |key|, a dotted
- * path of object keys and array indexes ("hosts.0.packets"), itself as
- * JSON ("3", "\"ok\"", "null"). Returns 0, or -1 (not JSON, no such
- * key, python3 missing; said on stderr). */
+/* Reads the JSON file |path| (jansson: it must be valid JSON) and writes
+ * into |out| the value at |key|, a dotted path of object keys and array
+ * indexes ("hosts.0.packets"), itself as JSON the way Python's
+ * json.dumps(v, sort_keys=True) writes it ("3", "\"ok\"", "null",
+ * "{\"a\": 1}", "0.5", "2.0"; test_json.c). Returns 0, or -1 (not JSON,
+ * no such key, a value longer than |cap|; said on stderr). */
 int tg_test_json_get(const char *path, const char *key, char *out, size_t cap);
 /* The same into one of 8 static buffers, reused in turn; NULL on failure. */
 const char *tg_test_json(const char *path, const char *key);

@@ -167,6 +167,68 @@ static void certs_run_tg_certs_in_the_directory(void **state) {
   assert_int_equal(tg_test_rm_rf(dir), 0);
 }
 
+/* tg_test_json writes each value as Python's json.dumps(v,
+ * sort_keys=True) does, the form the tests' expected texts use: Python
+ * itself is the oracle, over every kind of value and the awkward ones
+ * (floats near the notation's edges, escapes, code points past U+FFFF). */
+static void json_values_are_written_as_python_writes_them(void **state) {
+  (void)state;
+  char dir[64], path[128], keys[128], want[8192];
+  assert_int_equal(tg_test_mkdtemp(dir, sizeof(dir), "support-json"), 0);
+  snprintf(path, sizeof(path), "%s/v.json", dir);
+  snprintf(keys, sizeof(keys), "%s/want", dir);
+  static const char doc[] =
+      "{\"z\": [1, -2, 0, 9223372036854775807, -9223372036854775808],"
+      " \"a\": {\"y\": true, \"b\": false, \"n\": null, \"e\": {}, "
+      "\"l\": []},"
+      " \"f\": [0.5, 2.0, 0.1, 1e16, 1e15, 123456789.125, 1.5e-5, 0.0001,"
+      " -0.0, 3.141592653589793, 1e300, 5e-324, 100.0, 1e22],"
+      " \"s\": [\"\", \"q\\\"b\\\\n\\n\\t\\r\\b\\f\\u0001\","
+      " \"\u00e9\u4e2d\\ud83d\\ude00\", \"/ok\"]}";
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(doc, f);
+  assert_int_equal(fclose(f), 0);
+  static const char *const key[] = {"z", "a", "f", "s", "a.y", "a.e",
+                                    "f.3", "f.12", "s.1", "s.2", "z.3",
+                                    "f.0", "f.1", "f.7"};
+  /* Python's answers, one line each. */
+  char script[512];
+  snprintf(script, sizeof(script),
+           "python3 -c 'import json, sys\n"
+           "v = json.load(open(sys.argv[1]))\n"
+           "for k in sys.argv[2:]:\n"
+           "    x = v\n"
+           "    for p in k.split(\".\"):\n"
+           "        x = x[int(p)] if isinstance(x, list) else x[p]\n"
+           "    print(json.dumps(x, sort_keys=True))' %s", path);
+  for (size_t i = 0; i < sizeof(key) / sizeof(key[0]); i++) {
+    strcat(script, " ");
+    strcat(script, key[i]);
+  }
+  int fd = open(keys, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  assert_true(fd >= 0);
+  assert_int_equal(tg_test_exit_code(tg_test_reap(sh(script, fd), 30000)), 0);
+  close(fd);
+  f = fopen(keys, "r");
+  assert_non_null(f);
+  for (size_t i = 0; i < sizeof(key) / sizeof(key[0]); i++) {
+    assert_non_null(fgets(want, sizeof(want), f));
+    want[strcspn(want, "\n")] = 0;
+    const char *got = tg_test_json(path, key[i]);
+    assert_non_null(got);
+    if (strcmp(got, want) != 0)
+      fail_msg("%s: got %s, python3 writes %s", key[i], got, want);
+  }
+  fclose(f);
+  /* No such key, an index past the end, not JSON: NULL. */
+  assert_null(tg_test_json(path, "nope"));
+  assert_null(tg_test_json(path, "z.5"));
+  assert_null(tg_test_json(path, "z.x"));
+  assert_null(tg_test_json(keys, "z"));
+  assert_int_equal(tg_test_rm_rf(dir), 0);
+}
+
 /* Notices are found by code and data, on one line; the tag is the
  * table's number; a log is waited on until the line with the data comes. */
 static void notices_are_found_by_code_and_data_on_one_line(void **state) {
@@ -216,6 +278,7 @@ int main(void) {
       cmocka_unit_test(waits_on_files_wake_when_they_appear_or_change),
       cmocka_unit_test(run_loop_until_returns_on_the_condition_or_the_deadline),
       cmocka_unit_test(certs_run_tg_certs_in_the_directory),
+      cmocka_unit_test(json_values_are_written_as_python_writes_them),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
