@@ -695,10 +695,7 @@ static void fetch_done(uv_work_t *w, int status) {
 
 static void fetch_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
                         const char *hosts, bool redirect) {
-  tg_coll_snapshot_t row;
-  int rv = tg_coll_store_get(c->store, id, &row);
-  if (rv == 0 && row.state != TG_COLL_COMPLETE && row.state != TG_COLL_PARTIAL)
-    rv = -ENOENT;
+  int rv = tg_coll_store_live(c->store, id);
   if (rv < 0) return serve_trace(c, x, id, hosts, rv, -1, -1, -1, -1);
   fetch_t *f = calloc(1, sizeof(*f));
   if (!f || (hosts && !(f->hosts = strdup(hosts)))) {

@@ -250,9 +250,7 @@ static void record_host(coll_t *c, uint64_t id, const char *host,
 static void record(icheck_job_t *j) {
   coll_t *c = j->c;
   /* Deleted first: a bucket's download of it then fails too. */
-  tg_coll_snapshot_t row;
-  if (tg_coll_store_get(c->store, j->id, &row) != 0 ||
-      !(TG_COLL_LIVE_STATES & TG_COLL_STATE_BIT(row.state))) {
+  if (tg_coll_store_live(c->store, j->id) != 0) {
     TG_INFO("snapshot %016" PRIx64 ": deleted during its import check: no "
             "verdict", j->id);
     return;

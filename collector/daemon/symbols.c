@@ -393,15 +393,6 @@ static void job_free(sym_job_t *j) {
 
 static void start_next(coll_t *c);
 
-/* Whether |id| is still live in the catalog (an error says yes: a
- * failure is then recorded rather than hidden). */
-static bool still_live(coll_t *c, uint64_t id) {
-  tg_coll_snapshot_t row;
-  int err = tg_coll_store_get(c->store, id, &row);
-  return err != -ENOENT &&
-         (err || (TG_COLL_LIVE_STATES & TG_COLL_STATE_BIT(row.state)));
-}
-
 static void after_work(uv_work_t *w, int status) {
   sym_job_t *j = w->data;
   coll_t *c = j->c;
@@ -431,7 +422,12 @@ static void after_work(uv_work_t *w, int status) {
                    st->debuginfod_ns};
   guard_add(&q->total, &g);
   sym_entry_t *e;
-  if (err == -ENOENT && (!j->err || (j->gone && !still_live(c, j->id)))) {
+  /* Deleted meanwhile: the commit found it gone, or (a bucket's) its
+   * download did and the catalog agrees. */
+  bool deleted = err == -ENOENT &&
+                 (!j->err ||
+                  (j->gone && tg_coll_store_live(c->store, j->id) == -ENOENT));
+  if (deleted) {
     TG_INFO("snapshot %016" PRIx64 ": deleted during its symbolization",
             j->id);
     entry_drop(q, j->id);

@@ -181,16 +181,16 @@ int tg_coll_store_find_shares(tg_coll_store_t *s,
   return s->cat->ops->find_shares(s->cat, q, out, cap, n);
 }
 
-static bool live(tg_coll_state_t st) {
-  return st == TG_COLL_COMPLETE || st == TG_COLL_PARTIAL;
-}
-
-int tg_coll_store_open_file(tg_coll_store_t *s, uint64_t id, int *fd) {
+int tg_coll_store_live(tg_coll_store_t *s, uint64_t id) {
   tg_coll_snapshot_t snap;
   int err = tg_coll_store_get(s, id, &snap);
   if (err) return err;
-  if (!live(snap.state)) return -ENOENT;
-  return s->ops->open_object(s, id, false, fd);
+  return TG_COLL_LIVE_STATES & TG_COLL_STATE_BIT(snap.state) ? 0 : -ENOENT;
+}
+
+int tg_coll_store_open_file(tg_coll_store_t *s, uint64_t id, int *fd) {
+  int err = tg_coll_store_live(s, id);
+  return err ? err : s->ops->open_object(s, id, false, fd);
 }
 
 int tg_coll_store_open_index(tg_coll_store_t *s, uint64_t id, int *fd) {
@@ -201,10 +201,8 @@ int tg_coll_store_open_index(tg_coll_store_t *s, uint64_t id, int *fd) {
 int tg_coll_store_presign(tg_coll_store_t *s, uint64_t id, uint32_t expires_s,
                           char *url, size_t cap) {
   if (!s->ops->presign) return -EOPNOTSUPP;
-  tg_coll_snapshot_t snap;
-  int err = tg_coll_store_get(s, id, &snap);
+  int err = tg_coll_store_live(s, id);
   if (err) return err;
-  if (!live(snap.state)) return -ENOENT;
   return s->ops->presign(s, id, tg__coll_now(s) / 1000, expires_s, url,
                              cap);
 }

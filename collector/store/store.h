@@ -248,11 +248,17 @@ int tg_coll_store_set_shares(tg_coll_store_t *s, uint64_t id,
 int tg_coll_store_find_shares(tg_coll_store_t *s,
                               const tg_coll_share_query_t *q,
                               tg_coll_share_t *out, size_t cap, size_t *n);
+/* Whether snapshot |id| is live (COMPLETE or PARTIAL: its trace can be
+ * read): 0, -ENOENT (no such snapshot, or not live), or the catalog's
+ * error. One catalog read. */
+int tg_coll_store_live(tg_coll_store_t *s, uint64_t id);
+
 /* Opens a live snapshot's file read-only (O_CLOEXEC); the fd is the
  * caller's and stays readable even if the snapshot is deleted meanwhile.
  * -ENOENT: no such snapshot or it is not live. A bucket's is downloaded
- * whole first (blocks): the collector's loop uses tg_coll_store_files_new
- * instead, these two serve tools and tests. */
+ * whole first (blocks): the collector's loop calls these two only where
+ * the store is not remote (tg_coll_store_remote), and its jobs use
+ * tg_coll_store_files_new. */
 int tg_coll_store_open_file(tg_coll_store_t *s, uint64_t id, int *fd);
 
 /* Opens snapshot |id|'s host index read-only, the same way; -ENOENT when

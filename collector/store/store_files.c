@@ -47,10 +47,7 @@ int tg_coll_store_files_new(tg_coll_store_t *s, uint64_t id, unsigned want,
   if (tg_coll_store_remote(s)) {
     /* A fetch does not look at the catalog: the liveness check is here,
      * as tg_coll_store_open_file makes it. */
-    tg_coll_snapshot_t row;
-    err = tg_coll_store_get(s, id, &row);
-    if (!err && row.state != TG_COLL_COMPLETE && row.state != TG_COLL_PARTIAL)
-      err = -ENOENT;
+    err = tg_coll_store_live(s, id);
     if (!err) err = tg_coll_store_fetch_new(s, id, &f->fetch);
   } else {
     err = tg_coll_store_open_file(s, id, &f->fd[TG_COLL_FILE_TRACE]);

@@ -661,7 +661,9 @@ static void files_are_downloaded_at_get_only(void **state) {
 
   /* Deleted between new and get: the download says so. */
   assert_int_equal(tg_coll_store_files_new(f->store, a, 0, &fa), 0);
+  assert_int_equal(tg_coll_store_live(f->store, a), 0);
   assert_int_equal(tg_coll_store_delete(f->store, a), 0);
+  assert_int_equal(tg_coll_store_live(f->store, a), -ENOENT);
   assert_int_equal(tg_coll_files_get(fa), -ENOENT);
   assert_int_equal(tg_coll_files_take(fa, TG_COLL_FILE_TRACE), -1);
   tg_coll_files_free(fa);
