@@ -139,7 +139,11 @@ install: deps
 # .ci/run does so because its packages' build (make deb-test DEB_WERROR=1)
 # is that build type with warnings as errors, so CI builds it once.
 TEST_RELEASE ?= test-release
-test: deps test-asan test-tsan $(TEST_RELEASE) test-mbedtls-only fuzz-smoke
+# TEST_FUZZ= leaves the fuzz smoke out: .ci/run runs it beside the
+# packages' test and the conformance job, which mostly wait (CPU-bound
+# with no timing of its own, it fills the cores they leave idle).
+TEST_FUZZ ?= fuzz-smoke
+test: deps test-asan test-tsan $(TEST_RELEASE) test-mbedtls-only $(TEST_FUZZ)
 	@echo "make test: all suites passed"
 
 # As root, where tracefs can always be mounted, the kernel tracing tests
