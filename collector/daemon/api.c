@@ -621,7 +621,7 @@ static void serve_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
  * would get the frames unnamed: docs/collector.md, "Symbols of each
  * snapshot"). */
 typedef struct fetch {
-  uv_work_t work;
+  coll_work_t work; /* on the pool: counted (coll_work_queue) */
   tg_list_t node;
   coll_t *c;
   tg_http_exchange_t *x; /* NULL once abandoned */
@@ -668,6 +668,9 @@ static bool redirect_to_bucket(coll_t *c, tg_http_exchange_t *x, uint64_t id);
 static void fetch_done(uv_work_t *w, int status) {
   fetch_t *f = w->data;
   tg_list_remove(&f->node);
+  /* Back after coll_stop: the API is gone, nothing more is asked of the
+   * pool or answered. */
+  if (f->c->stopping) f->x = NULL;
   if (status && !f->rv) {
     fetch_close(f);
     f->rv = status;
@@ -678,7 +681,7 @@ static void fetch_done(uv_work_t *w, int status) {
   if (f->x && f->plain && !redirect_to_bucket(f->c, f->x, f->id)) {
     f->redirect = f->plain = false;
     tg_list_insert_tail(&f->c->api.fetches, &f->node);
-    if (uv_queue_work(f->c->loop, &f->work, fetch_work, fetch_done) == 0)
+    if (coll_work_queue(f->c, &f->work, fetch_work, fetch_done) == 0)
       return;
     tg_list_remove(&f->node);
     json_error(f->x, 503, "no worker");
@@ -707,9 +710,9 @@ static void fetch_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
   f->id = id;
   f->redirect = redirect;
   f->fd = f->ifd = f->sfd = f->sifd = -1;
-  f->work.data = f;
+  f->work.req.data = f;
   if ((rv = tg_coll_store_fetch_new(c->store, id, &f->f)) < 0 ||
-      (rv = uv_queue_work(c->loop, &f->work, fetch_work, fetch_done)) < 0) {
+      (rv = coll_work_queue(c, &f->work, fetch_work, fetch_done)) < 0) {
     tg_coll_fetch_free(f->f);
     free(f->hosts);
     free(f);

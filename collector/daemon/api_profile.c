@@ -59,7 +59,7 @@ typedef struct past {
 } past_t;
 
 typedef struct job {
-  uv_work_t work;
+  coll_work_t work; /* on the pool: counted (coll_work_queue) */
   tg_list_t node;
   coll_t *c;
   tg_http_exchange_t *x; /* NULL once abandoned */
@@ -257,6 +257,7 @@ static void job_done(uv_work_t *w, int status) {
   tg_list_remove(&j->node);
   j->c->api.n_profiles--;
   if (status && !j->rv) j->rv = status;
+  if (j->c->stopping) j->x = NULL; /* back after coll_stop: the API is gone */
   char idt[TG_COLL_ID_STRLEN];
   tg_coll_id_format(j->id, idt);
   if (j->rv) {
@@ -421,8 +422,8 @@ static void start_job(coll_t *c, tg_http_exchange_t *x, uint64_t id,
     job_free(j);
     return coll_api_json_error(x, 503, tg_strerror(rv));
   }
-  j->work.data = j;
-  if ((rv = uv_queue_work(c->loop, &j->work, job_work, job_done)) < 0) {
+  j->work.req.data = j;
+  if ((rv = coll_work_queue(c, &j->work, job_work, job_done)) < 0) {
     job_free(j);
     return coll_api_json_error(x, 503, tg_strerror(rv));
   }

@@ -38,7 +38,7 @@
 #include "tracegate/error.h"
 
 typedef struct icheck_job {
-  uv_work_t work;
+  coll_work_t work; /* on the pool: counted (coll_work_queue) */
   coll_t *c;
   uint64_t id;
   tg_coll_files_t *files; /* the store's, until the work took them */
@@ -353,9 +353,9 @@ static void start_next(coll_t *c) {
     j->lim.as_nobody = true;
     j->runner = c->runner;
     j->stop = &q->stop;
-    j->work.data = j;
+    j->work.req.data = j;
     q->running = j;
-    if (uv_queue_work(c->loop, &j->work, do_work, after_work) != 0) {
+    if (coll_work_queue(c, &j->work, do_work, after_work) != 0) {
       q->running = NULL;
       TG_WARN("%s snapshot %016" PRIx64 ": the import check could not be "
               "made: no worker", tg_notice_tag(TG_N_COLLECTOR_CHECK_NOT_MADE),

@@ -26,7 +26,7 @@
 #define REST_NAME "[rest]"
 
 typedef struct shares_job {
-  uv_work_t work;
+  coll_work_t work; /* on the pool: counted (coll_work_queue) */
   coll_t *c;
   uint64_t id;
   uint32_t top;
@@ -269,9 +269,9 @@ static void start_next(coll_t *c) {
       job_free(j);
       continue;
     }
-    j->work.data = j;
+    j->work.req.data = j;
     q->running = j;
-    if (uv_queue_work(c->loop, &j->work, do_work, after_work) != 0) {
+    if (coll_work_queue(c, &j->work, do_work, after_work) != 0) {
       q->running = NULL;
       q->failed++;
       TG_WARN("snapshot %016" PRIx64 ": no function shares: no worker", id);

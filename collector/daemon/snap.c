@@ -137,7 +137,7 @@ struct coll_snap {
   size_t clones_sent; /* CloneSession requests written so far */
   size_t cloned;      /* hosts whose clone was taken, or that failed first */
   uv_timer_t deadline;
-  uv_work_t work;
+  coll_work_t work; /* on the pool: counted (coll_work_queue) */
   int sync_err;
   bool finishing;
   int result;
@@ -918,7 +918,7 @@ static void store_result(coll_snap_t *s) {
   if (s->done) s->done(c, s, s->done_ctx);
   uv_close((uv_handle_t *)&s->deadline, snap_free);
   if (c->stopping) {
-    if (!c->n_running) uv_stop(c->loop); /* coll_stop() waited for these */
+    coll_stop_if_idle(c); /* coll_stop() waited for these */
     return;
   }
   coll_retain(c);
@@ -940,9 +940,9 @@ static void maybe_finish(coll_snap_t *s) {
   for (size_t i = 0; i < s->n; i++) snap_state_end(&s->hosts[i]);
   tg_merge_links_end(&s->m, s->n, snap_merge_host, s);
   reclock_prepare(s);
-  s->work.data = s;
+  s->work.req.data = s;
   if (s->write_err ||
-      uv_queue_work(s->c->loop, &s->work, sync_work, after_sync) != 0)
+      coll_work_queue(s->c, &s->work, sync_work, after_sync) != 0)
     store_result(s); /* finish syncs on this thread */
 }
 

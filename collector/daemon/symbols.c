@@ -214,7 +214,7 @@ static void record_failure(coll_t *c, uint64_t id, const char *why) {
 }
 
 struct sym_job {
-  uv_work_t work;
+  coll_work_t work; /* on the pool: counted (coll_work_queue) */
   coll_t *c;
   uint64_t id;
   tg_coll_files_t *files; /* the store's, until the work took them */
@@ -524,10 +524,10 @@ static void start_next(coll_t *c) {
     j->o.clock = c->work_clock;
     j->o.deadline_ns = tg_clock_ns(j->o.clock) +
                        (uint64_t)cfg->symbolize_timeout_ms * 1000000u;
-    j->work.data = j;
+    j->work.req.data = j;
     entry_to(q, id, SYM_RUNNING);
     q->running = j;
-    if (uv_queue_work(c->loop, &j->work, do_work, after_work) != 0) {
+    if (coll_work_queue(c, &j->work, do_work, after_work) != 0) {
       q->running = NULL;
       tg_coll_store_symbols_abort(c->store, id);
       record_failure(c, id, "no worker");

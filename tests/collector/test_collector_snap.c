@@ -3,8 +3,9 @@
  * tracing ones), what each host's failure says and costs the others (a
  * host past its cap, a host silent for clone_timeout on the daemon's
  * clock, a host that trickles under clone_min_rate, a cut), the view the
- * trigger policy gets, the cap on snapshots under way, and the
- * symbolize deadline on the daemon's clock for pool work. Outcomes are
+ * trigger policy gets, the cap on snapshots under way, the
+ * symbolize deadline on the daemon's clock for pool work, and a stop
+ * that waits for the pool's jobs. Outcomes are
  * read from the store's rows. Through all of them, no host state change
  * is one snap_host.h's table refuses; the table itself is checked as the
  * header writes it out.
@@ -18,6 +19,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -478,6 +480,69 @@ static void symbolize_gives_up_past_its_deadline_on_the_daemons_clock(
   coll_unit_close(&u);
 }
 
+/* A job on the pool (coll_work_queue) when the collector stops: the loop
+ * stops only once the job has come back, so that no pool thread is still
+ * at work when main returns (a function shares job once met, in
+ * libcrypto, the process exit's OpenSSL cleanup). The host's connection
+ * keeps the loop alive: only coll_stop_if_idle's uv_stop ends the run,
+ * or the guard past FLEET_WAIT_MS. */
+typedef struct {
+  coll_work_t w;
+  atomic_bool release, worked;
+  bool back, timed_out;
+} slow_job_t;
+
+static void slow_work(uv_work_t *r) {
+  slow_job_t *j = r->data;
+  while (!atomic_load(&j->release)) usleep(1000);
+  atomic_store(&j->worked, true);
+}
+
+static void slow_back(uv_work_t *r, int status) {
+  slow_job_t *j = r->data;
+  assert_int_equal(status, 0);
+  assert_true(atomic_load(&j->worked));
+  j->back = true;
+}
+
+static void on_release(uv_timer_t *t) {
+  atomic_store(&((slow_job_t *)t->data)->release, true);
+}
+
+static void on_guard(uv_timer_t *t) {
+  ((slow_job_t *)t->data)->timed_out = true;
+  uv_stop(t->loop);
+}
+
+static void a_stop_waits_for_the_jobs_on_the_pool(void **state) {
+  (void)state;
+  coll_unit_t u = {0};
+  coll_unit_hosts(&u, 1);
+  up(&u, 1, NULL, NULL);
+  slow_job_t j = {0};
+  j.w.req.data = &j;
+  uv_timer_t release, guard;
+  uv_timer_init(&u.loop, &release);
+  uv_timer_init(&u.loop, &guard);
+  release.data = guard.data = &j;
+  assert_int_equal(coll_work_queue(&u.c, &j.w, slow_work, slow_back), 0);
+  assert_int_equal(u.c.n_work, 1);
+  uv_timer_start(&release, on_release, 50, 0);
+  uv_timer_start(&guard, on_guard, FLEET_WAIT_MS, 0);
+  /* coll_stop's last step (the rest of it needs the HTTP API and the
+   * schedule, which this harness has not). */
+  u.c.stopping = true;
+  coll_stop_if_idle(&u.c);
+  uv_run(&u.loop, UV_RUN_DEFAULT);
+  assert_false(j.timed_out);
+  assert_true(j.back);
+  assert_int_equal(u.c.n_work, 0);
+  uv_close((uv_handle_t *)&release, NULL);
+  uv_close((uv_handle_t *)&guard, NULL);
+  u.c.stopping = false; /* coll_unit_close ends the hosts its own way */
+  coll_unit_close(&u);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FLEET_TEST(a_snapshot_clones_the_hosts_of_its_group_only),
@@ -489,6 +554,7 @@ int main(void) {
       FLEET_TEST(symbolize_gives_up_past_its_deadline_on_the_daemons_clock),
       FLEET_TEST(a_host_that_trickles_fails_at_the_rate_floor),
       FLEET_TEST(the_policy_sees_what_is_to_come_and_a_cut_ends_all),
+      FLEET_TEST(a_stop_waits_for_the_jobs_on_the_pool),
       cmocka_unit_test(the_host_table_is_snap_host_h_s),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
