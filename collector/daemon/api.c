@@ -48,6 +48,7 @@
 #include "collector/daemon/boost.h"
 #include "collector/daemon/api_parts.h"
 #include "collector/daemon/coll.h"
+#include "collector/daemon/work.h"
 #include "collector/daemon/access.h"
 #include "collector/daemon/api.h"
 #include "collector/daemon/api_internal.h"

@@ -30,6 +30,7 @@
 
 #include "collector/daemon/api_internal.h"
 #include "collector/daemon/routes.h"
+#include "collector/daemon/work.h"
 #include "collector/catalog/snapshot_id.h"
 #include "collector/store/store.h"
 #include "common/buf.h"

@@ -66,18 +66,6 @@
 typedef struct coll coll_t;
 typedef struct coll_snap coll_snap_t;
 
-/* A job on libuv's thread pool, counted by its collector (coll.c,
- * coll_work_queue): a stop lets the loop run until every job under way
- * has come back, so that no pool thread is still at work (in libcrypto,
- * say, whose state the process's exit frees) when main returns.
- * |req.data| is the caller's, as with a bare uv_work_t; the callbacks get
- * &req. */
-typedef struct coll_work {
-  uv_work_t req;
-  coll_t *c;
-  uv_after_work_cb done;
-} coll_work_t;
-
 /* The hosts started together: a fleet of the fleet library (which admits
  * the hosts it was made with). Kept until the process ends. */
 typedef struct coll_gen {
@@ -299,7 +287,7 @@ struct coll {
    * coll_snap_begin, removed once stored). */
   coll_snap_t *running[COLL_RUNNING_MAX];
   size_t n_running;
-  /* coll.c: jobs queued on the pool (coll_work_queue) and not back yet. */
+  /* work.c: jobs queued on the pool (coll_work_queue) and not back yet. */
   size_t n_work;
   /* trigger.c */
   bool queued; /* a snapshot waits for one under way to end */
@@ -382,12 +370,5 @@ int coll_rebuild(coll_t *c, tg_coll_config_t *cfg);
  * crash, for the next start to attach to. What the process holds stays
  * reachable from its one static coll_t until then. */
 void coll_stop(coll_t *c);
-/* Once stopping, with no snapshot under way and no job on the pool, stops
- * the loop (coll_stop, a snapshot stored, a job back). */
-void coll_stop_if_idle(coll_t *c);
-/* uv_queue_work on c's loop, counted until |done| has run (coll_work_t);
- * 0 or libuv's error (nothing queued, nothing counted). */
-int coll_work_queue(coll_t *c, coll_work_t *w, uv_work_cb work,
-                    uv_after_work_cb done);
 
 #endif /* TRACEGATE_COLLECTOR_DAEMON_COLL_H */

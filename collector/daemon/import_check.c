@@ -13,6 +13,7 @@
  * touches. */
 #include "collector/daemon/import_check.h"
 #include "collector/daemon/check_runner.h"
+#include "collector/daemon/work.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -7,6 +7,7 @@
  * the loop then hands the rows to the catalog. The profile, whose strings the
  * rows point into, lives until then. */
 #include "collector/daemon/shares.h"
+#include "collector/daemon/work.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -40,6 +40,7 @@
 
 #include "abi/consumer_port_methods.h"
 #include "collector/daemon/coll.h"
+#include "collector/daemon/work.h"
 #include "collector/daemon/hosts.h"
 #include "collector/daemon/retain.h"
 #include "collector/daemon/snap.h"

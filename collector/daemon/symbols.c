@@ -10,6 +10,7 @@
  * (machine k + 1 is the host index's host k) with their own host index; the
  * loop then renames them in beside the trace, or reports why not. */
 #include "collector/daemon/symbols.h"
+#include "collector/daemon/work.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -27,6 +27,7 @@
 #include "collector/daemon/coll_test.h"
 #include "collector/daemon/symbols.h"
 #include "collector/daemon/snap_host.h"
+#include "collector/daemon/work.h"
 #include "test_notice.h"
 #include "test_proc.h"
 
