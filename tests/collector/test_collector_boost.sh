@@ -100,7 +100,7 @@ C=127.0.0.1:$PORT_c
 
 printf '%s name=relay.test label=%s\n' "$A" a "$B" b "$C" c >"$WORK/hosts.txt"
 # A ring that holds the whole run at 19 Hz (it does not wrap).
-cat >"$WORK/flight.pbtxt" <<'CFG'
+cat >"$WORK/flight.pbtxt" <<CFG
 buffers { size_kb: 4096 fill_policy: RING_BUFFER }
 data_sources {
   config {
@@ -108,7 +108,7 @@ data_sources {
     perf_event_config {
       timebase { frequency: 19 counter: SW_CPU_CLOCK }
       callstack_sampling {
-        scope { target_cmdline: "perfwork*" }
+        scope { target_cmdline: "$WORK/perfwork" }
         kernel_frames: true
         user_frames: UNWIND_FRAME_POINTER
       }

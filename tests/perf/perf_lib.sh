@@ -124,11 +124,12 @@ C
 }
 
 # The workload (write_workload) built with frame pointers as
-# $WORK/perfwork, its source in $WORK/work.c.
+# $WORK/perfwork, its source in $WORK/work.c; WORK_PROG names it.
 build_workload() {
   write_workload "$WORK/work.c"
   "$CC" -O1 -fno-omit-frame-pointer -pthread -o "$WORK/perfwork" "$WORK/work.c" ||
     die "cannot build the workload"
+  WORK_PROG=$WORK/perfwork
 }
 
 # Starts tracegated on producer socket $1 and consumer socket $2, its output
@@ -199,26 +200,30 @@ perf_cfg() {
   } >"$WORK/$1.pbtxt"
 }
 
-# Builds the workload (write_workload, frame pointers) as $1/perfwork and
-# starts tracegated on P=$1/p.sock and C=$1/c.sock, its output in
-# $WORK/tracegated.log.
+# Builds the workload (write_workload, frame pointers) as $1/perfwork
+# (WORK_PROG) and starts tracegated on P=$1/p.sock and C=$1/c.sock, its
+# output in $WORK/tracegated.log.
 workload_and_service() {
   write_workload "$WORK/work.c"
   "$CC" -O1 -fno-omit-frame-pointer -pthread -o "$1/perfwork" "$WORK/work.c" ||
     die "cannot build the workload"
+  WORK_PROG=$1/perfwork
   P=$1/p.sock
   C=$1/c.sock
   start_tracegated "$P" "$C" "$WORK/tracegated.log" tracegated
 }
 
 # Writes $WORK/$1.pbtxt: perf_cfg of $2 ms sampling the workload
-# (perfwork) on cpu-clock at 200 Hz, kernel frames and user frames by frame
-# pointer, its ring read every 50 ms.
+# ($WORK_PROG) on cpu-clock at 200 Hz, kernel frames and user frames by
+# frame pointer, its ring read every 50 ms. The workload by its whole
+# path: the other profiler tests run a perfwork of their own, which may
+# exit (its maps unread: a sample skipped, perf_samples_skipped) in the
+# middle of this one's recording.
 workload_cfg() {
-  perf_cfg "$1" "$2" <<'CFG'
+  perf_cfg "$1" "$2" <<CFG
       timebase { frequency: 200 counter: SW_CPU_CLOCK }
       callstack_sampling {
-        scope { target_cmdline: "perfwork" }
+        scope { target_cmdline: "$WORK_PROG" }
         kernel_frames: true
         user_frames: UNWIND_FRAME_POINTER
       }

@@ -96,7 +96,7 @@ fi
 # trace as traced_perf writes them (kernel_records_lost) and the log at the
 # end (TG-8004).
 LOSS_TRACE=$WORK/loss.pftrace
-cat >"$WORK/loss.pbtxt" <<'CFG'
+cat >"$WORK/loss.pbtxt" <<CFG
 buffers { size_kb: 4096 }
 duration_ms: 2000
 data_sources {
@@ -105,7 +105,7 @@ data_sources {
     perf_event_config {
       timebase { frequency: 1000 counter: SW_CPU_CLOCK }
       callstack_sampling {
-        scope { target_cmdline: "perfwork" }
+        scope { target_cmdline: "$WORK_PROG" }
         user_frames: UNWIND_FRAME_POINTER
       }
       ring_buffer_pages: 1
@@ -128,7 +128,7 @@ if [ "$PERF_DWARF" = ON ]; then
   # 300 ms of samples at 200 Hz, less than a loaded CI machine may keep
   # the reader off its CPU (CI once lost 14 records so); the stats below
   # must show no loss at any speed. Losses are the one-page ring's test.
-  sed 's/UNWIND_FRAME_POINTER/UNWIND_DWARF/; s/"perfwork"/"perfwork-nofp"/
+  sed 's/UNWIND_FRAME_POINTER/UNWIND_DWARF/; s|/perfwork"|/perfwork-nofp"|
        s/ring_buffer_read_period_ms: 50/& ring_buffer_pages: 1024/' \
     "$WORK/perf.pbtxt" >"$WORK/dwarf.pbtxt"
   record_with "$WORK/perfwork-nofp" "$WORK/dwarf.pbtxt" "$DWARF_TRACE" \

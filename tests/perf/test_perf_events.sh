@@ -186,7 +186,7 @@ followers() {
       followers { counter: SW_PAGE_FAULTS name: "faults" }
       $TP_FOLLOWER
       callstack_sampling {
-        scope { target_cmdline: "perfwork" }
+        scope { target_cmdline: "$WORK_PROG" }
         user_frames: $1
       }
       ring_buffer_read_period_ms: 50
@@ -245,11 +245,11 @@ say "polling: cpu-clock and context-switches read on $NCPU CPUs"
 # runs on MONOTONIC_RAW, as a hardware one would.
 run_workload "$WORK/perfwork"
 RAWW=$LAST
-perf_cfg raw <<'CFG'
+perf_cfg raw <<CFG
       timebase { frequency: 200 raw_event { type: 1 config: 0 } name: "rawclock" }
       followers { raw_event { type: 1 config: 3 } name: "rawswitches" }
       callstack_sampling {
-        scope { target_cmdline: "perfwork" }
+        scope { target_cmdline: "$WORK_PROG" }
         user_frames: UNWIND_FRAME_POINTER
       }
       ring_buffer_read_period_ms: 50

@@ -12,7 +12,7 @@
 # The two hosts share this machine's CPUs and processes, so each host's
 # tracegate-perf and its workload run in a PID namespace of their own
 # (unshare --pid --mount-proc): the one config `record -H` sends to both
-# hosts (target_cmdline "perfwork*") then scopes each host to its own
+# hosts (target_cmdline "$WORK/perfwork-*") then scopes each host to its own
 # workload, as on two machines, and the samples of every other process
 # reach that tracegate-perf as pid 0, out of scope.
 #
@@ -95,7 +95,7 @@ host_start b
 A=127.0.0.1:$PORT_a
 B=127.0.0.1:$PORT_b
 
-cat >"$WORK/perf.pbtxt" <<'CFG'
+cat >"$WORK/perf.pbtxt" <<CFG
 buffers { size_kb: 16384 }
 duration_ms: 3000
 incremental_state_config { clear_period_ms: 300 }
@@ -105,7 +105,7 @@ data_sources {
     perf_event_config {
       timebase { frequency: 200 counter: SW_CPU_CLOCK }
       callstack_sampling {
-        scope { target_cmdline: "perfwork*" }
+        scope { target_cmdline: "$WORK/perfwork-*" }
         kernel_frames: true
         user_frames: UNWIND_FRAME_POINTER
       }
@@ -147,7 +147,7 @@ printf '%s name=relay.test label=a\n%s name=relay.test label=b\n' "$A" "$B" >"$W
 # A small ring (16 KiB) that wraps within the wait below at 19 Hz on two
 # threads; the collector adds incremental_state_config (ring_clear_period,
 # 1 s) so that what is left after a wrap still decodes.
-cat >"$WORK/flight.pbtxt" <<'CFG'
+cat >"$WORK/flight.pbtxt" <<CFG
 buffers { size_kb: 16 fill_policy: RING_BUFFER }
 data_sources {
   config {
@@ -155,7 +155,7 @@ data_sources {
     perf_event_config {
       timebase { frequency: 19 counter: SW_CPU_CLOCK }
       callstack_sampling {
-        scope { target_cmdline: "perfwork*" }
+        scope { target_cmdline: "$WORK/perfwork-*" }
         kernel_frames: true
         user_frames: UNWIND_FRAME_POINTER
       }
