@@ -143,10 +143,7 @@ TEST_RELEASE ?= test-release
 # packages' test and the conformance job, which mostly wait (CPU-bound
 # with no timing of its own, it fills the cores they leave idle).
 TEST_FUZZ ?= fuzz-smoke
-# TEST_MBEDTLS= leaves the mbedtls-only stage out, for the same reason:
-# .ci/run runs it beside the conformance job.
-TEST_MBEDTLS ?= test-mbedtls-only
-test: deps test-asan test-tsan $(TEST_RELEASE) $(TEST_MBEDTLS) $(TEST_FUZZ)
+test: deps test-asan test-tsan $(TEST_RELEASE) test-mbedtls-only $(TEST_FUZZ)
 	@echo "make test: all suites passed"
 
 # As root, where tracefs can always be mounted, the kernel tracing tests
