@@ -748,7 +748,7 @@ static int request(const char *url, const char *who, const char *method,
     snprintf(name, sizeof(name), "pki/%s.key", who);
     snprintf(key, sizeof(key), "%s", fleet_in_dir(name));
   }
-  const char *argv[] = {"python3", "-c", script, url, method, body ? body : "-",
+  const char *argv[] = {"/usr/bin/python3", "-c", script, url, method, body ? body : "-",
                         out, ca, cert, key, NULL};
   tg_test_spawn_t sp = TG_TEST_SPAWN_INIT;
   sp.path = "/usr/bin/python3";
@@ -1408,7 +1408,7 @@ static void webhook_payloads_leave_memory_bounded(void **state) {
   assert_non_null(tg_test_json(out, "error"));
   uint64_t before = status_bytes(c.pid, "VmRSS");
   uint64_t peak_before = status_bytes(c.pid, "VmHWM");
-  const char *argv[] = {"python3", "-c", script, port, body, count, out, NULL};
+  const char *argv[] = {"/usr/bin/python3", "-c", script, port, body, count, out, NULL};
   tg_test_spawn_t sp = TG_TEST_SPAWN_INIT;
   sp.path = "/usr/bin/python3";
   sp.argv = argv;

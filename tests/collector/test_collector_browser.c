@@ -68,7 +68,7 @@ static void browser_check_start(browser_check_t *b) {
   assert_int_equal(pipe2(job, O_CLOEXEC), 0);
   char fd[16];
   snprintf(fd, sizeof(fd), "%d", ready[1]);
-  const char *argv[] = {"python3", TG_BROWSER_CHECK_PATH,
+  const char *argv[] = {"/usr/bin/python3", TG_BROWSER_CHECK_PATH,
                         "--chromium", CHROMIUM, "--chromedriver", CHROMEDRIVER,
                         "--ready-fd", fd, "--dir", fleet_in_dir("browser"),
                         NULL};

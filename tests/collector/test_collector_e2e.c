@@ -940,7 +940,7 @@ static int http_with(const collector_t *c, const char *method,
       "sys.exit(h.getresponse().status // 100)\n";
   char port[16];
   snprintf(port, sizeof(port), "%d", c->port);
-  const char *argv[] = {"python3", "-c", script, port, method, path, name,
+  const char *argv[] = {"/usr/bin/python3", "-c", script, port, method, path, name,
                         value, NULL};
   tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
   s.path = "/usr/bin/python3";

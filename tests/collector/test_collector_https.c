@@ -264,7 +264,7 @@ static void a_browser_with_the_p12_bundle_uses_the_page(void **state) {
   snprintf(pass, sizeof(pass), "%s", fleet_in_dir("p12-pass"));
   snprintf(dir, sizeof(dir), "%s", fleet_in_dir("browser-tls"));
   assert_int_equal(mkdir(dir, 0700), 0);
-  const char *argv[] = {"python3", TG_BROWSER_TLS_CHECK_PATH,
+  const char *argv[] = {"/usr/bin/python3", TG_BROWSER_TLS_CHECK_PATH,
                         "--chromium", CHROMIUM, "--chromedriver", CHROMEDRIVER,
                         "--url", url, "--p12", p12, "--pass-file", pass,
                         "--issuer-cn", "tracegate CA pki", "--snapshot", id,
