@@ -19,8 +19,6 @@
 #                 "long": partitions of 2 and 10 minutes through a real
 #                 relay), on the ASan build; about 15 minutes
 #   make fuzz     run each fuzz target for FUZZ_SECONDS (default 60)
-#   make fuzz-build, make fuzz-smoke-run  make test's fuzz smoke in its
-#                 two halves (CI runs them at different times)
 #   make fuzz-merge-tp  packets built from Perfetto's schema, merged beside
 #                 a good host, imported into Perfetto's trace processor,
 #                 for FUZZ_MERGE_TP_SECONDS (default 600); a new finding is
@@ -97,8 +95,7 @@ DESTDIR ?=
 # tests/fuzz/run_fuzzers.sh.
 
 .PHONY: all deps deps-build build demo collector-demo install test test-asan test-tsan test-release \
-        test-mbedtls-only test-long fuzz fuzz-smoke fuzz-build fuzz-smoke-run \
-        fuzz-merge-tp bench \
+        test-mbedtls-only test-long fuzz fuzz-smoke fuzz-merge-tp bench \
         conformance clean
 
 all: build
@@ -214,19 +211,10 @@ test-mbedtls-only:
 	  ctest --test-dir $(MBED_DIR) --output-on-failure -j $(TEST_JOBS) -L mbedtls
 	$(call stage_end,test-mbedtls-only)
 
-# Each target on a scratch copy of its corpus, JOBS at a time. CI runs
-# its two halves apart (.ci/run): fuzz-build, then fuzz-smoke-run on the
-# tree it built.
-run_smoke = sh tests/fuzz/run_fuzzers.sh $(FUZZ_DIR) $(FUZZ_SMOKE_SECONDS) $(JOBS)
+# Each target on a scratch copy of its corpus, JOBS at a time.
 fuzz-smoke: FORCE_FUZZ_BUILD
-	$(run_smoke)
+	sh tests/fuzz/run_fuzzers.sh $(FUZZ_DIR) $(FUZZ_SMOKE_SECONDS) $(JOBS)
 	$(call stage_end,fuzz)
-
-fuzz-build: FORCE_FUZZ_BUILD
-	$(call stage_end,fuzz)
-
-fuzz-smoke-run:
-	$(run_smoke)
 
 fuzz: FORCE_FUZZ_BUILD
 	sh tests/fuzz/run_fuzzers.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(JOBS)
