@@ -306,7 +306,7 @@ static void read_ring(Perfetto__Protos__TracePacket *const *pk, size_t n,
     if (p->trusted_packet_sequence_id == SERVICE_SEQUENCE) continue;
     seq_t *s = seq_of(seqs, &nseqs, p->trusted_packet_sequence_id);
     uint32_t flags = p->has_sequence_flags ? p->sequence_flags : 0;
-    bool clears = (flags & 1u) ||
+    bool clears = (flags & SEQ_CLEARED) ||
                   (p->has_incremental_state_cleared &&
                    p->incremental_state_cleared);
     bool dropped =
@@ -324,7 +324,7 @@ static void read_ring(Perfetto__Protos__TracePacket *const *pk, size_t n,
     } else if (dropped) {
       s->valid = false;
     }
-    bool needs = flags & 2u;
+    bool needs = flags & SEQ_NEEDS_STATE;
     if (!s->valid) v->tp_skips += (size_t)needs + (p->interned_data != NULL);
     if (needs && !s->valid) {
       if (s->cleared) v->lost++;
@@ -361,7 +361,7 @@ static void read_ring(Perfetto__Protos__TracePacket *const *pk, size_t n,
  * itself: it must find every event the reader above read, and skip no
  * packet but those the reader counted as the ring's edge. */
 
-static void tp_check(const test_service_t *ts, size_t i,
+static void tp_check(const char *dir, size_t i,
                      Perfetto__Protos__TracePacket **pk, size_t n,
                      const verdict_t *v) {
   Perfetto__Protos__Trace t = PERFETTO__PROTOS__TRACE__INIT;
@@ -372,7 +372,7 @@ static void tp_check(const test_service_t *ts, size_t i,
   assert_non_null(buf);
   perfetto__protos__trace__pack(&t, buf);
   char path[256];
-  snprintf(path, sizeof(path), "%s/ring%zu.pftrace", ts->dir, i);
+  snprintf(path, sizeof(path), "%s/ring%zu.pftrace", dir, i);
   FILE *f = fopen(path, "wb");
   assert_non_null(f);
   assert_int_equal(fwrite(buf, 1, len, f), len);
@@ -488,7 +488,7 @@ static void rings_stay_readable(const test_service_t *ts, bool own_ds) {
     assert_true(v.losses > 0);
     assert_int_equal(v.lost, 0);
     assert_int_equal(v.last_events, THREADS);
-    tp_check(ts, i, rings[i].pk, rings[i].n, &v);
+    tp_check(ts->dir, i, rings[i].pk, rings[i].n, &v);
     ring_free(&rings[i]);
   }
   assert_int_equal(raw_consumer_disable(&holder.c, TE_WAIT_MS), 0);
@@ -513,9 +513,8 @@ static void own_data_source_stays_readable_after_the_smb_was_full(
  * that resolve. */
 enum { SYN_SEQ = 7, SYN_TRACK = 42 };
 
-static Perfetto__Protos__TracePacket *syn_packet(uint64_t ts, uint32_t flags) {
-  Perfetto__Protos__TracePacket *p = calloc(1, sizeof(*p));
-  assert_non_null(p);
+static void syn_packet(Perfetto__Protos__TracePacket *p, uint64_t ts,
+                       uint32_t flags) {
   perfetto__protos__trace_packet__init(p);
   p->optional_trusted_packet_sequence_id_case =
       PERFETTO__PROTOS__TRACE_PACKET__OPTIONAL_TRUSTED_PACKET_SEQUENCE_ID_TRUSTED_PACKET_SEQUENCE_ID;
@@ -524,7 +523,6 @@ static Perfetto__Protos__TracePacket *syn_packet(uint64_t ts, uint32_t flags) {
   p->timestamp = ts;
   p->has_sequence_flags = true;
   p->sequence_flags = flags;
-  return p;
 }
 
 static void syn_event(Perfetto__Protos__TracePacket *p,
@@ -573,20 +571,21 @@ static void the_reader_counts_skips_as_trace_processor_does(void **state) {
   td.thread = &th;
   Perfetto__Protos__TrackEvent te[4];
 
-  Perfetto__Protos__TracePacket *pk[5];
-  pk[0] = syn_packet(1000, 2u);
-  syn_event(pk[0], &te[0], &cat);
-  pk[0]->interned_data = &old;
-  pk[1] = syn_packet(1001, 2u);
-  syn_event(pk[1], &te[1], &cat);
-  pk[2] = syn_packet(1002, 1u);
-  pk[2]->data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR;
-  pk[2]->track_descriptor = &td;
-  pk[3] = syn_packet(1003, 2u);
-  syn_event(pk[3], &te[2], &cat);
-  pk[3]->interned_data = &fresh;
-  pk[4] = syn_packet(1004, 2u);
-  syn_event(pk[4], &te[3], &cat);
+  Perfetto__Protos__TracePacket p[5];
+  Perfetto__Protos__TracePacket *pk[5] = {&p[0], &p[1], &p[2], &p[3], &p[4]};
+  syn_packet(&p[0], 1000, SEQ_NEEDS_STATE);
+  syn_event(&p[0], &te[0], &cat);
+  p[0].interned_data = &old;
+  syn_packet(&p[1], 1001, SEQ_NEEDS_STATE);
+  syn_event(&p[1], &te[1], &cat);
+  syn_packet(&p[2], 1002, SEQ_CLEARED);
+  p[2].data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR;
+  p[2].track_descriptor = &td;
+  syn_packet(&p[3], 1003, SEQ_NEEDS_STATE);
+  syn_event(&p[3], &te[2], &cat);
+  p[3].interned_data = &fresh;
+  syn_packet(&p[4], 1004, SEQ_NEEDS_STATE);
+  syn_event(&p[4], &te[3], &cat);
 
   verdict_t v;
   read_ring(pk, 5, "none", &v);
@@ -594,13 +593,10 @@ static void the_reader_counts_skips_as_trace_processor_does(void **state) {
   assert_int_equal(v.lost, 0);
   assert_int_equal(v.events, 2);
   assert_int_equal(v.tp_skips, 3);
-  test_service_t ts;
-  memset(&ts, 0, sizeof(ts));
-  snprintf(ts.dir, sizeof(ts.dir), "/tmp/tg-clears-XXXXXX");
-  assert_non_null(mkdtemp(ts.dir));
-  tp_check(&ts, 0, pk, 5, &v);
-  assert_int_equal(rmdir(ts.dir), 0);
-  for (size_t i = 0; i < 5; i++) free(pk[i]);
+  char dir[64];
+  assert_int_equal(tg_test_mkdtemp(dir, sizeof(dir), "clears"), 0);
+  tp_check(dir, 0, pk, 5, &v);
+  assert_int_equal(rmdir(dir), 0);
 }
 
 int main(void) {

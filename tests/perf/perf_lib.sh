@@ -124,12 +124,12 @@ C
 }
 
 # The workload (write_workload) built with frame pointers as
-# $WORK/perfwork, its source in $WORK/work.c; WORK_PROG names it.
+# ${1:-$WORK}/perfwork, its source in $WORK/work.c; WORK_PROG names it.
 build_workload() {
   write_workload "$WORK/work.c"
-  "$CC" -O1 -fno-omit-frame-pointer -pthread -o "$WORK/perfwork" "$WORK/work.c" ||
+  WORK_PROG=${1:-$WORK}/perfwork
+  "$CC" -O1 -fno-omit-frame-pointer -pthread -o "$WORK_PROG" "$WORK/work.c" ||
     die "cannot build the workload"
-  WORK_PROG=$WORK/perfwork
 }
 
 # Starts tracegated on producer socket $1 and consumer socket $2, its output
@@ -204,10 +204,7 @@ perf_cfg() {
 # (WORK_PROG) and starts tracegated on P=$1/p.sock and C=$1/c.sock, its
 # output in $WORK/tracegated.log.
 workload_and_service() {
-  write_workload "$WORK/work.c"
-  "$CC" -O1 -fno-omit-frame-pointer -pthread -o "$1/perfwork" "$WORK/work.c" ||
-    die "cannot build the workload"
-  WORK_PROG=$1/perfwork
+  build_workload "$1"
   P=$1/p.sock
   C=$1/c.sock
   start_tracegated "$P" "$C" "$WORK/tracegated.log" tracegated
