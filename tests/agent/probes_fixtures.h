@@ -165,15 +165,14 @@ typedef struct kid {
 } kid_t;
 
 typedef struct kid_thread_args {
-  const char *name;
   int tid_fd, quit_fd;
 } kid_thread_args_t;
 
-/* The kid's thread: named, reports its tid, then blocks and wakes every
- * millisecond (so it is switched in and out) until told to quit. */
+/* The kid's thread: born named (see kid_start), reports its tid, then
+ * blocks and wakes every millisecond (so it is switched in and out) until
+ * told to quit. */
 static inline void *kid_thread(void *arg) {
   const kid_thread_args_t *a = arg;
-  prctl(PR_SET_NAME, a->name);
   int32_t tid = gettid();
   if (write(a->tid_fd, &tid, sizeof(tid)) != (ssize_t)sizeof(tid)) _exit(3);
   struct pollfd p = {.fd = a->quit_fd, .events = POLLIN};
@@ -184,7 +183,11 @@ static inline void *kid_thread(void *arg) {
 
 /* A child process with a second thread named |thread_name| that runs until
  * kid_stop or kid_kill; returns once its tid is known. The child dies with
- * the test (PR_SET_PDEATHSIG). */
+ * the test (PR_SET_PDEATHSIG). The child's main thread takes the name
+ * before it creates the thread, which inherits it: the thread never runs
+ * under another name, so the probes cannot see it under the process's
+ * (a rename in the thread itself raced its first sched_switch). The
+ * process's own name (its main thread's) is then |thread_name| too. */
 static inline void kid_start(kid_t *k, const char *thread_name) {
   int tid_pipe[2], quit_pipe[2];
   assert_int_equal(pipe2(tid_pipe, O_CLOEXEC), 0);
@@ -192,7 +195,8 @@ static inline void kid_start(kid_t *k, const char *thread_name) {
   pid_t pid = fork();
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    kid_thread_args_t a = {thread_name, tid_pipe[1], quit_pipe[0]};
+    prctl(PR_SET_NAME, thread_name);
+    kid_thread_args_t a = {tid_pipe[1], quit_pipe[0]};
     pthread_t t;
     if (pthread_create(&t, NULL, kid_thread, &a) != 0) _exit(2);
     pthread_join(t, NULL);
