@@ -20,6 +20,7 @@
 #                 "long": partitions of 2 and 10 minutes through a real
 #                 relay), on the ASan build; about 15 minutes
 #   make fuzz     run each fuzz target for FUZZ_SECONDS (default 60)
+#                 (make fuzz-build: the libFuzzer build alone)
 #   make fuzz-merge-tp  packets built from Perfetto's schema, merged beside
 #                 a good host, imported into Perfetto's trace processor,
 #                 for FUZZ_MERGE_TP_SECONDS (default 600); a new finding is
@@ -48,7 +49,8 @@
 #                 run the installed daemons as their units say (kernel
 #                 tracing by the probes, two instances of the template
 #                 units), purge them all and check nothing is left
-#                 (tests/deb; root; restores the machine)
+#                 (tests/deb; root; restores the machine); make deb-check
+#                 is that second half alone, on build/deb's packages
 
 JOBS ?= $(shell nproc)
 # Tests run at twice the cores: most of an end-to-end test's time is spent
@@ -100,7 +102,7 @@ DESTDIR ?=
 # tests/fuzz/run_fuzzers.sh.
 
 .PHONY: all deps deps-build build demo collector-demo install test test-asan test-tsan test-release \
-        test-mbedtls-only test-long fuzz fuzz-smoke fuzz-merge-tp bench \
+        test-mbedtls-only test-long fuzz fuzz-build fuzz-smoke fuzz-merge-tp bench \
         conformance clean
 
 all: build
@@ -141,7 +143,7 @@ install: deps
 	DESTDIR="$(DESTDIR)" cmake --install $(REL_DIR)
 
 # TEST_RELEASE= leaves the Release build type's check out of make test:
-# .ci/run does so because its packages' build (make deb-test DEB_WERROR=1)
+# .ci/run does so because its packages' build (make deb DEB_WERROR=1)
 # is that build type with warnings as errors, so CI builds it once.
 TEST_RELEASE ?= test-release
 # TEST_FUZZ= leaves the fuzz smoke out: .ci/run runs it beside the
@@ -217,12 +219,13 @@ test-mbedtls-only:
 	$(call stage_end,test-mbedtls-only)
 
 # Each target on a scratch copy of its corpus, JOBS at a time.
-fuzz-smoke: FORCE_FUZZ_BUILD
+fuzz-smoke: fuzz-build
+	$(call stage_begin,fuzz-smoke)
 	sh tests/fuzz/run_fuzzers.sh $(FUZZ_DIR) $(FUZZ_SMOKE_SECONDS) $(JOBS) \
 	  $(FUZZ_SMOKE_RUNS)
-	$(call stage_end,fuzz)
+	$(call stage_end,fuzz-smoke)
 
-fuzz: FORCE_FUZZ_BUILD
+fuzz: fuzz-build
 	sh tests/fuzz/run_fuzzers.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(JOBS)
 
 # On the ASan build (the harness alone is built): the merge under the
@@ -238,12 +241,13 @@ fuzz-merge-tp:
 	  --perfetto-bin "$(PERFETTO_BIN)" --seconds $(FUZZ_MERGE_TP_SECONDS) \
 	  --out build/fuzz-merge-tp $(FUZZ_MERGE_TP_ARGS)
 
-.PHONY: FORCE_FUZZ_BUILD
-FORCE_FUZZ_BUILD: deps
-	$(call stage_begin,fuzz)
+# The libFuzzer build (clang) of the fuzz targets alone.
+fuzz-build: deps
+	$(call stage_begin,fuzz-build)
 	CC=clang cmake -S . -B $(FUZZ_DIR) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug \
 	  -DTG_FUZZ=ON -DTG_TESTS=OFF -DTG_BENCH=OFF -DTG_WERROR=ON $(DEV_LINKER)
 	cmake --build $(FUZZ_DIR) -j $(JOBS) --target fuzz_all
+	$(call stage_end,fuzz-build)
 
 bench: build
 	@sh deploy/deps.sh bench
@@ -283,7 +287,7 @@ DEB_BUILD_OPTIONS ?= nocheck
 # packages users build never get it.
 DEB_WERROR ?=
 DEB_CFLAGS_APPEND_W := $(if $(DEB_WERROR),-Werror)
-.PHONY: deb deb-test
+.PHONY: deb deb-test deb-check
 deb:
 	@DEB_BUILD_OPTIONS="$(DEB_BUILD_OPTIONS)" sh deploy/deps.sh deb
 	rm -rf $(DEB_DIR)
@@ -302,6 +306,13 @@ deb:
 # packages, which counts sched rows with trace_processor too when
 # PERFETTO_BIN is there.
 deb-test: deb
+	@$(MAKE) --no-print-directory deb-check
+
+# deb-test's second half alone, over the packages make deb left in
+# DEB_DIR (CI builds them while make test runs, then checks them).
+deb-check:
+	@ls $(DEB_DIR)/*.changes >/dev/null 2>&1 || \
+	  { echo "deb-check: no packages in $(DEB_DIR): make deb first"; exit 1; }
 	@sh deploy/deps.sh
 	cmake -S . -B build/deb-test $(CMAKE_GEN) -DTG_BENCH=OFF -DTG_MAN=OFF
 	PERFETTO_BIN="$(PERFETTO_BIN)" \
