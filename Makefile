@@ -147,8 +147,8 @@ install: deps
 # is that build type with warnings as errors, so CI builds it once.
 TEST_RELEASE ?= test-release
 # TEST_FUZZ= leaves the fuzz smoke out: .ci/run runs it beside the
-# packages' test and the conformance job, which mostly wait (CPU-bound
-# with no timing of its own, it fills the cores they leave idle).
+# packages' test, which mostly waits (CPU-bound with no timing of its
+# own, it fills the cores that test leaves idle).
 TEST_FUZZ ?= fuzz-smoke
 test: deps test-asan test-tsan $(TEST_RELEASE) test-mbedtls-only $(TEST_FUZZ)
 	@echo "make test: all suites passed"
@@ -309,7 +309,7 @@ deb-test: deb
 	@$(MAKE) --no-print-directory deb-check
 
 # deb-test's second half alone, over the packages make deb left in
-# DEB_DIR (CI builds them while make test runs, then checks them).
+# DEB_DIR: the install test again without building them again.
 deb-check:
 	@ls $(DEB_DIR)/*.changes >/dev/null 2>&1 || \
 	  { echo "deb-check: no packages in $(DEB_DIR): make deb first"; exit 1; }
