@@ -49,8 +49,7 @@
 #                 run the installed daemons as their units say (kernel
 #                 tracing by the probes, two instances of the template
 #                 units), purge them all and check nothing is left
-#                 (tests/deb; root; restores the machine); make deb-check
-#                 is that second half alone, on build/deb's packages
+#                 (tests/deb; root; restores the machine)
 
 JOBS ?= $(shell nproc)
 # Tests run at twice the cores: most of an end-to-end test's time is spent
@@ -66,10 +65,10 @@ stage_end = @echo "make: $(1) took $$(( $$(date +%s) - $$(cat $(STAGE_DIR)/$(1))
 FUZZ_SECONDS ?= 60
 # The smoke's work per target after its corpus (which takes milliseconds):
 # FUZZ_SMOKE_RUNS inputs in all, or FUZZ_SMOKE_SECONDS for the targets too
-# slow to reach that count (14 of 62 here). A check that each target runs
+# slow to reach that count (14 of 60 here). A check that each target runs
 # and holds its ground, in make test's time, the same work on any machine
-# for most targets: 62 targets 2 at a time took 99 s and 183 CPU-seconds
-# at 50,000 runs, against 155 s and 310 at 5 s each (docs/operations.md,
+# for most targets: 60 targets 2 at a time took 99 s and 183 CPU-seconds
+# at 50,000 runs, against about 150 s and 300 at 5 s each (docs/operations.md,
 # "CI's time"). The search for new findings is make fuzz's (60 s each, by
 # hand) and the merge search's minute in CI.
 FUZZ_SMOKE_RUNS ?= 50000
@@ -287,7 +286,7 @@ DEB_BUILD_OPTIONS ?= nocheck
 # packages users build never get it.
 DEB_WERROR ?=
 DEB_CFLAGS_APPEND_W := $(if $(DEB_WERROR),-Werror)
-.PHONY: deb deb-test deb-check
+.PHONY: deb deb-test
 deb:
 	@DEB_BUILD_OPTIONS="$(DEB_BUILD_OPTIONS)" sh deploy/deps.sh deb
 	rm -rf $(DEB_DIR)
@@ -306,13 +305,6 @@ deb:
 # packages, which counts sched rows with trace_processor too when
 # PERFETTO_BIN is there.
 deb-test: deb
-	@$(MAKE) --no-print-directory deb-check
-
-# deb-test's second half alone, over the packages make deb left in
-# DEB_DIR: the install test again without building them again.
-deb-check:
-	@ls $(DEB_DIR)/*.changes >/dev/null 2>&1 || \
-	  { echo "deb-check: no packages in $(DEB_DIR): make deb first"; exit 1; }
 	@sh deploy/deps.sh
 	cmake -S . -B build/deb-test $(CMAKE_GEN) -DTG_BENCH=OFF -DTG_MAN=OFF
 	PERFETTO_BIN="$(PERFETTO_BIN)" \
