@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "common/libcrypto_init.h"
 #include "common/log.h"
 
 static void usage(FILE *out) {
@@ -60,6 +61,8 @@ static int run(const char *cmd, int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+  /* First: libwebsockets and tls/ start libcrypto too (libcrypto_init.h). */
+  (void)tg_libcrypto_init();
   signal(SIGPIPE, SIG_IGN);
   tg_log_set_prefix(CLI_PROG);
   tg_log_set_level(TG_LOG_WARN);

@@ -11,6 +11,8 @@
 #if TG_TLS_LIBCRYPTO
 #include <openssl/crypto.h>
 
+#include "common/libcrypto_init.h"
+
 #include "tls/ecdsa.h"
 #include "tls/kex.h"
 #endif
@@ -18,6 +20,7 @@
 void tg_tls_paths_decide(tg_tls_paths_t *p, uint32_t runtime_version) {
   memset(p, 0, sizeof(*p));
 #if TG_TLS_LIBCRYPTO
+  (void)tg_libcrypto_init(); /* before the self-tests use it */
   p->records_libcrypto = true;
   if (runtime_version != MBEDTLS_VERSION_NUMBER) {
     char why[sizeof(p->signatures_why)];

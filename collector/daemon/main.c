@@ -13,6 +13,7 @@
 #include "collector/daemon/check_runner.h"
 #include "collector/daemon/hosts.h"
 #include "common/flags.h"
+#include "common/libcrypto_init.h"
 #include "common/log.h"
 #include "common/notice.h"
 
@@ -89,6 +90,9 @@ static const char about[] =
       "names them).\n";
 
 int main(int argc, char **argv) {
+  /* First: libwebsockets, libcurl and tls/ start libcrypto too, and its
+   * exit handler would race the pool threads (libcrypto_init.h). */
+  (void)tg_libcrypto_init();
   const char *config = NULL, *shard = NULL;
   int log_level = TG_LOG_INFO;
   bool check = false, rebuild = false;

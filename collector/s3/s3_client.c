@@ -19,6 +19,7 @@
 #include "collector/s3/s3_sigv4.h"
 #include "collector/s3/s3_xml.h"
 #include "common/buf.h"
+#include "common/libcrypto_init.h"
 #include "common/log.h"
 #include "common/notice.h"
 #include "tracegate/error.h"
@@ -162,10 +163,15 @@ static void status_note(tg_s3_monitor_t *m, tg_s3_health_t h,
   pthread_mutex_unlock(&m->mu);
 }
 
-/* libcurl's global state, once per process, before any handle. */
+/* libcurl's global state, once per process, before any handle; libcrypto
+ * first, so that libcurl's start of it does not register its exit
+ * handler (common/libcrypto_init.h). */
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_global;
-static void curl_init(void) { curl_global = curl_global_init(CURL_GLOBAL_DEFAULT); }
+static void curl_init(void) {
+  (void)tg_libcrypto_init();
+  curl_global = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
 
 int tg_s3_client_new(const tg_s3_client_config_t *cfg, tg_s3_client_t **out) {
   *out = NULL;
