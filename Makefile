@@ -296,7 +296,11 @@ deb:
 	cd $(DEB_DIR)/tracegate && DEB_BUILD_OPTIONS="$(DEB_BUILD_OPTIONS)" \
 	  DEB_CFLAGS_APPEND="$(DEB_CFLAGS_APPEND_W)" \
 	  dpkg-buildpackage -us -uc -b -j$(JOBS)
-	lintian --fail-on error,warning --display-level '>=warning' \
+	# lintian's own temporary files (Perl's MLDBM databases of each ELF
+	# file) outlive it: in DEB_DIR, which the next build removes, not in /tmp.
+	mkdir -p $(DEB_DIR)/lintian-tmp
+	TMPDIR="$(abspath $(DEB_DIR))/lintian-tmp" \
+	  lintian --fail-on error,warning --display-level '>=warning' \
 	  $(DEB_DIR)/*.changes
 
 # The package test (label deb) is not in make test: it installs packages
