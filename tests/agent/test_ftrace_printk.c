@@ -612,10 +612,12 @@ static void char_pointer_of_an_integer_field_is_an_index(void **state) {
 
 /* --- this machine's kernel ----------------------------------------------- */
 
-/* tracefs' root, or the test is skipped (failed with TG_REQUIRE_FTRACE). */
+/* tracefs' root, mounted as the probes would mount it when it is not yet
+ * (a machine just booted has it unmounted until something asks), or the
+ * test is skipped (failed with TG_REQUIRE_FTRACE). */
 static void require_ftrace(char *root) {
   char why[160];
-  int rv = geteuid() != 0 ? -EACCES : tg_tracefs_find_mounted(root);
+  int rv = geteuid() != 0 ? -EACCES : tg_tracefs_find(root);
   if (rv == 0) return;
   snprintf(why, sizeof(why), "tracefs: %s", strerror(-rv));
   if (getenv("TG_REQUIRE_FTRACE"))
