@@ -124,10 +124,15 @@ DWARF_TRACE=$WORK/dwarf.pftrace
 if [ "$PERF_DWARF" = ON ]; then
   "$CC" -O2 -fomit-frame-pointer -pthread -o "$WORK/perfwork-nofp" "$WORK/work.c" ||
     die "cannot build the workload without frame pointers"
-  # 4 MiB a CPU: a sample takes ~16.5 KiB, so the default 1 MiB holds
-  # 300 ms of samples at 200 Hz, less than a loaded CI machine may keep
-  # the reader off its CPU (CI once lost 14 records so); the stats below
-  # must show no loss at any speed. Losses are the one-page ring's test.
+  # 4 MiB a CPU: a sample takes ~16.5 KiB (every CPU's samples carry
+  # their stack, the workload's or not), so the default 1 MiB holds 300 ms
+  # of samples at 200 Hz, less than a loaded CI machine may keep the
+  # reader off its CPU (CI once lost 14 records so). 4 MiB holds 1.2 s,
+  # and CI kept it off longer once too (1,471 records on 2026-11-30, the
+  # ASan tests four at a time beside the profiler's spinning workloads):
+  # a loss of a full ring is the kernel's, and only has to be reported,
+  # which the one-page ring's test checks; below it is a note, and every
+  # other loss or unwinding problem fails.
   sed 's/UNWIND_FRAME_POINTER/UNWIND_DWARF/; s|/perfwork"|/perfwork-nofp"|
        s/ring_buffer_read_period_ms: 50/& ring_buffer_pages: 1024/' \
     "$WORK/perf.pbtxt" >"$WORK/dwarf.pbtxt"
@@ -243,8 +248,12 @@ if [ "$PERF_DWARF" = ON ]; then
   [ $((deep * 100)) -ge $((all * 95)) ] ||
     die "DWARF: only $deep of $all samples unwound to main or worker"
   bad=$(q "select name || '=' || value from stats where value > 0 and
-           (severity in ('error', 'data_loss') or name like 'stackprofile%')")
+           (severity in ('error', 'data_loss') or name like 'stackprofile%')
+           and name != 'perf_cpu_lost_records'")
   [ -z "$bad" ] || die "DWARF: trace_processor stats: $bad"
+  ring_lost=$(q "select sum(value) from stats where name = 'perf_cpu_lost_records'")
+  [ "${ring_lost:-0}" = 0 ] ||
+    say "note: DWARF: $ring_lost records lost in full rings, reported in the trace"
   say "DWARF: $deep of $all samples unwound to main or worker"
   # The tiny queue: trace_processor imports the skipped samples without an
   # error and counts them as the producer's own data loss; none of the
