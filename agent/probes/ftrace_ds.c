@@ -75,6 +75,7 @@ typedef struct slot {
   uint64_t started_ms;
   bool unflushed;   /* pages written since the last tg_ds_flush_thread */
   uint64_t flushed_ms;
+  uint64_t new_pids_ms; /* the last drain that handed new pids; 0: none */
 } slot_t;
 
 struct tg_ftrace_ds {
@@ -328,6 +329,7 @@ static void begin_slot(tg_ftrace_ds_t *f, unsigned k, uint64_t now) {
   sl->announced = false;
   sl->started_ms = now;
   sl->next_ms = now;
+  sl->new_pids_ms = 0;
 }
 
 static void run_slot(tg_ftrace_ds_t *f, unsigned k, uint64_t now) {
@@ -371,10 +373,12 @@ static void run_slot(tg_ftrace_ds_t *f, unsigned k, uint64_t now) {
     sl->unflushed = false;
     sl->flushed_ms = now;
   }
+  if (tg_ftrace_session_handed_new_pids(sl->sess)) sl->new_pids_ms = now;
   uint32_t wait = tg_ftrace_drain_wait_ms(
       sl->cfg.drain_period_ms, sl->cfg.drain_period_asked,
       tg_ftrace_session_pollable(sl->sess),
-      tg_ftrace_session_handed_new_pids(sl->sess));
+      sl->new_pids_ms && now >= sl->new_pids_ms ? now - sl->new_pids_ms
+                                                : UINT64_MAX);
   sl->next_ms = more ? now : now + wait;
 }
 

@@ -741,9 +741,10 @@ bool tg_ftrace_session_pollable(const tg_ftrace_session_t *s) {
 }
 
 uint32_t tg_ftrace_drain_wait_ms(uint32_t period_ms, bool period_asked,
-                                 bool pollable, bool new_pids) {
-  return period_asked || !pollable || new_pids ? period_ms
-                                               : TG_FTRACE_QUIET_WAIT_MS;
+                                 bool pollable, uint64_t ms_since_new_pids) {
+  bool churn = ms_since_new_pids < TG_FTRACE_QUIET_WAIT_MS;
+  return period_asked || !pollable || churn ? period_ms
+                                            : TG_FTRACE_QUIET_WAIT_MS;
 }
 
 bool tg_ftrace_session_handed_new_pids(const tg_ftrace_session_t *s) {

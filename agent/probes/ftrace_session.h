@@ -133,16 +133,18 @@ bool tg_ftrace_session_pollable(const tg_ftrace_session_t *s);
  * drain period (|period_asked|) gets |period_ms|, as Perfetto's probes
  * keep it. Otherwise, with descriptors that poll readable at
  * TG_FTRACE_WAKE_PERCENT (|pollable|): |period_ms| (the default period,
- * traced_probes' cadence) after a drain that handed linux.process_stats
- * pids it had not been handed lately (|new_pids|), so that while processes
- * come and go each is resolved in /proc while it still lives; else
- * TG_FTRACE_QUIET_WAIT_MS: a busy CPU is read as soon as its buffer is
- * that full, so the timer only collects what quiet CPUs trickle, and an
- * idle host wakes the reader once a second. Without pollable descriptors,
- * |period_ms|: nothing else would read a burst before it overwrites
- * itself. */
+ * traced_probes' cadence) while the last drain that handed
+ * linux.process_stats pids it had not been handed lately (new processes)
+ * is less than TG_FTRACE_QUIET_WAIT_MS old (|ms_since_new_pids|;
+ * UINT64_MAX for never), so that while processes come and go, one every
+ * quiet wait or more often, each is resolved in /proc while it still
+ * lives; else TG_FTRACE_QUIET_WAIT_MS: a busy CPU is read as soon as its
+ * buffer is that full, so the timer only collects what quiet CPUs
+ * trickle, and an idle host wakes the reader once a second. Without
+ * pollable descriptors, |period_ms|: nothing else would read a burst
+ * before it overwrites itself. */
 uint32_t tg_ftrace_drain_wait_ms(uint32_t period_ms, bool period_asked,
-                                 bool pollable, bool new_pids);
+                                 bool pollable, uint64_t ms_since_new_pids);
 
 /* Whether the last drain handed over pids (tg_ftrace_session_on_pids)
  * that were not handed over in the drains before it, and someone took
