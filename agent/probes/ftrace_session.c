@@ -15,6 +15,7 @@
 #include "agent/probes/ftrace_page.h"
 #include "agent/probes/ftrace_printk.h"
 #include "agent/probes/ftrace_tracefs.h"
+#include "agent/sys/proc_read.h"
 #include "common/log.h"
 #include "tracegate/error.h"
 
@@ -63,6 +64,20 @@
 #define HANDED_PIDS 8192u
 #define INODE_SET_MAX 65536u
 
+#define LAST_PID_PATH "/proc/sys/kernel/ns_last_pid"
+
+/* The last pid the kernel gave out in this pid namespace, or -1. */
+static long read_last_pid(void) {
+  char b[24];
+  long n = tg_proc_read_head(LAST_PID_PATH, b, sizeof(b) - 1);
+  if (n <= 0) return -1;
+  b[n] = '\0';
+  char *end;
+  errno = 0;
+  long v = strtol(b, &end, 10);
+  return errno || end == b || v < 0 ? -1 : v;
+}
+
 /* A CPU's per_cpu stats as read once; |ok| false: unreadable then. */
 typedef struct cpu_snap {
   tg_ftrace_cpu_stats_t cs;
@@ -92,7 +107,14 @@ struct tg_ftrace_session {
    * wake of process_stats a drain): room for HANDED_PIDS. */
   int32_t *fresh;
   size_t n_fresh;
-  bool handed_new; /* the last drain's fresh pids were taken */
+  bool handed_new; /* the last drain's fresh pids were taken, and the
+                     * host created tasks (|last_pid|) */
+  /* The pid namespace's last pid given out (/proc/sys/kernel/ns_last_pid)
+   * as read by the last drain that handed pids over ([0]) and the one
+   * before ([1]); -1: unreadable. A fresh pid counts as a new process
+   * only if it moved since [1]: a task seen for the first time (a
+   * kernel thread that rarely runs) is not one. */
+  long last_pid[2];
   tg_ftrace_pids_cb pids_cb;
   void *pids_ctx;
   /* The same for inodes; allocated at the first drain that wants them. */
@@ -378,6 +400,11 @@ int tg_ftrace_session_start(const tg_ftrace_cfg_t *cfg,
     rv = -ENOMEM;
     goto fail;
   }
+  s->last_pid[0] = s->last_pid[1] = read_last_pid();
+  if (s->last_pid[0] < 0)
+    TG_INFO("linux.ftrace: " LAST_PID_PATH " unreadable: every drain that "
+            "hands linux.process_stats pids not handed lately counts as new "
+            "processes");
   if (!(s->page = malloc((size_t)s->layout.page_size * BATCH_PAGES))) {
     rv = -ENOMEM;
     goto fail;
@@ -464,6 +491,16 @@ void tg_ftrace_session_on_inodes(tg_ftrace_session_t *s,
 
 void tg_ftrace_session_set_ksyms(tg_ftrace_session_t *s, const tg_ksyms_t *ks) {
   s->ksyms = ks;
+}
+
+/* Whether the host created tasks in the last drain or two (or that
+ * cannot be told); remembers this reading. */
+static bool tasks_created(tg_ftrace_session_t *s) {
+  long now = read_last_pid();
+  bool created = now < 0 || s->last_pid[1] < 0 || now != s->last_pid[1];
+  s->last_pid[1] = s->last_pid[0];
+  s->last_pid[0] = now;
+  return created;
 }
 
 /* Hands the drain's fresh pids over. */
@@ -665,6 +702,7 @@ size_t tg_ftrace_session_drain(tg_ftrace_session_t *s,
   if (s->enc.pids) {
     collect_fresh(s);
     hand_over_fresh(s);
+    if (!tasks_created(s)) s->handed_new = false;
     if (++s->handed_drains >= TG_FTRACE_PIDS_AGAIN_DRAINS) {
       s->handed_drains = 0;
       tg_pid_set_clear(&s->handed);
