@@ -66,10 +66,14 @@
 
 #define LAST_PID_PATH "/proc/sys/kernel/ns_last_pid"
 
-/* The last pid the kernel gave out in this pid namespace, or -1. */
-static long read_last_pid(void) {
+/* The last pid the kernel gave out in this pid namespace, read from |fd|
+ * (LAST_PID_PATH, kept open: one pread a reading), or -1. */
+static long read_last_pid(int fd) {
   char b[24];
-  long n = tg_proc_read_head(LAST_PID_PATH, b, sizeof(b) - 1);
+  ssize_t n;
+  if (fd < 0) return -1;
+  while ((n = pread(fd, b, sizeof(b) - 1, 0)) < 0 && errno == EINTR) {
+  }
   if (n <= 0) return -1;
   b[n] = '\0';
   char *end;
@@ -108,13 +112,14 @@ struct tg_ftrace_session {
   int32_t *fresh;
   size_t n_fresh;
   bool handed_new; /* the last drain's fresh pids were taken, and the
-                     * host created tasks (|last_pid|) */
-  /* The pid namespace's last pid given out (/proc/sys/kernel/ns_last_pid)
-   * as read by the last drain that handed pids over ([0]) and the one
-   * before ([1]); -1: unreadable. A fresh pid counts as a new process
-   * only if it moved since [1]: a task seen for the first time (a
-   * kernel thread that rarely runs) is not one. */
-  long last_pid[2];
+                     * host had created tasks since (|last_pid|) */
+  /* The pid namespace's last pid given out (LAST_PID_PATH, |last_pid_fd|)
+   * as read by the last drain whose fresh pids were taken; -1:
+   * unreadable. Fresh pids count as new processes only if it moved since:
+   * a task seen for the first time (a kernel thread that rarely runs) is
+   * not one. */
+  int last_pid_fd;
+  long last_pid;
   tg_ftrace_pids_cb pids_cb;
   void *pids_ctx;
   /* The same for inodes; allocated at the first drain that wants them. */
@@ -369,6 +374,7 @@ int tg_ftrace_session_start(const tg_ftrace_cfg_t *cfg,
   *out = NULL;
   tg_ftrace_session_t *s = calloc(1, sizeof(*s));
   if (!s) return -ENOMEM;
+  s->last_pid_fd = -1;
   s->no_generic = cfg->disable_generic_events;
   s->throttle_rss = cfg->throttle_rss_stat;
   int rv;
@@ -400,8 +406,9 @@ int tg_ftrace_session_start(const tg_ftrace_cfg_t *cfg,
     rv = -ENOMEM;
     goto fail;
   }
-  s->last_pid[0] = s->last_pid[1] = read_last_pid();
-  if (s->last_pid[0] < 0)
+  s->last_pid_fd = open(LAST_PID_PATH, O_RDONLY | O_CLOEXEC);
+  s->last_pid = read_last_pid(s->last_pid_fd);
+  if (s->last_pid < 0)
     TG_INFO("linux.ftrace: " LAST_PID_PATH " unreadable: every drain that "
             "hands linux.process_stats pids not handed lately counts as new "
             "processes");
@@ -465,6 +472,7 @@ void tg_ftrace_session_stop(tg_ftrace_session_t *s) {
   tg_printk_formats_free(&s->printk);
   tg_pid_set_free(&s->pids);
   tg_pid_set_free(&s->handed);
+  if (s->last_pid_fd >= 0) close(s->last_pid_fd);
   free(s->fresh);
   tg_inode_set_free(&s->inodes);
   tg_ftrace_table_free(&s->table);
@@ -493,13 +501,12 @@ void tg_ftrace_session_set_ksyms(tg_ftrace_session_t *s, const tg_ksyms_t *ks) {
   s->ksyms = ks;
 }
 
-/* Whether the host created tasks in the last drain or two (or that
- * cannot be told); remembers this reading. */
+/* Whether the host created tasks since the last reading (or that cannot
+ * be told); remembers this one. */
 static bool tasks_created(tg_ftrace_session_t *s) {
-  long now = read_last_pid();
-  bool created = now < 0 || s->last_pid[1] < 0 || now != s->last_pid[1];
-  s->last_pid[1] = s->last_pid[0];
-  s->last_pid[0] = now;
+  long now = read_last_pid(s->last_pid_fd);
+  bool created = now < 0 || s->last_pid < 0 || now != s->last_pid;
+  s->last_pid = now;
   return created;
 }
 
@@ -507,8 +514,10 @@ static bool tasks_created(tg_ftrace_session_t *s) {
 static void hand_over_fresh(tg_ftrace_session_t *s) {
   /* Nobody took them (no process_stats yet): hand them over again. */
   if (s->n_fresh) {
-    if (s->pids_cb(s->pids_ctx, s->fresh, s->n_fresh)) s->handed_new = true;
-    else tg_pid_set_clear(&s->handed);
+    if (s->pids_cb(s->pids_ctx, s->fresh, s->n_fresh))
+      s->handed_new = tasks_created(s);
+    else
+      tg_pid_set_clear(&s->handed);
   }
   s->n_fresh = 0;
 }
@@ -702,7 +711,6 @@ size_t tg_ftrace_session_drain(tg_ftrace_session_t *s,
   if (s->enc.pids) {
     collect_fresh(s);
     hand_over_fresh(s);
-    if (!tasks_created(s)) s->handed_new = false;
     if (++s->handed_drains >= TG_FTRACE_PIDS_AGAIN_DRAINS) {
       s->handed_drains = 0;
       tg_pid_set_clear(&s->handed);

@@ -148,9 +148,9 @@ uint32_t tg_ftrace_drain_wait_ms(uint32_t period_ms, bool period_asked,
 
 /* Whether the last drain handed over pids (tg_ftrace_session_on_pids)
  * that were not handed over in the drains before it, someone took them,
- * and the host created tasks since the drain before the last one (the
- * pid namespace's last pid moved): new processes, not a task seen for
- * the first time. */
+ * and the host created tasks since the last drain of which that was true
+ * (the pid namespace's last pid moved): new processes, not a task seen
+ * for the first time. */
 bool tg_ftrace_session_handed_new_pids(const tg_ftrace_session_t *s);
 
 /* throttle_rss_stat, as Perfetto's probes do it: in the instance |dir|,
