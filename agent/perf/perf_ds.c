@@ -99,6 +99,10 @@ typedef struct session {
   uint64_t follower_counts[TG_PERF_MAX_FOLLOWERS]; /* one sample's */
   uint64_t skipped; /* processes whose maps could not be read */
   uint64_t enqueue_skipped; /* no room in the unwinder queue */
+  /* When the rings were last read on the period, and the longest wait
+   * between two such reads: a loss in full rings with a wait far past
+   * ring_buffer_read_period_ms says the reader was kept off its CPU. */
+  uint64_t read_ms, longest_wait_ms;
   bool force_clear; /* the tables failed: clear before the next packet */
   /* max_daemon_memory_kb */
   uint64_t mem_next_ms;
@@ -1043,11 +1047,14 @@ static void end_slot(tg_perf_ds_t *d, unsigned k) {
               "unreadable", k, (unsigned long long)s->polls,
               (unsigned long long)s->poll_failed);
     if (s->lost || s->throttles || s->enqueue_skipped)
-      TG_WARN("%s " DS_NAME ": instance %u: %llu records lost in full rings, "
+      TG_WARN("%s " DS_NAME ": instance %u: %llu records lost in full rings "
+              "(the longest wait between reads %llu ms, the period %u ms), "
               "%llu throttles by the kernel (kernel.perf_event_max_sample_rate), "
               "%llu samples skipped with no room in the unwinder queue "
               "(max_enqueued_footprint_kb)",
               TG_NOTE(PERF_DATA_LOSS), k, (unsigned long long)s->lost,
+              (unsigned long long)s->longest_wait_ms,
+              (unsigned)s->cfg.read_period_ms,
               (unsigned long long)s->throttles,
               (unsigned long long)s->enqueue_skipped);
     session_free(s);
@@ -1148,6 +1155,9 @@ static void run_slot(tg_perf_ds_t *d, unsigned k, uint64_t now) {
   if (retire(d, k, s)) sl->unflushed = true;
 #endif
   if (read_cpus(d, k, s)) sl->unflushed = true;
+  if (s->read_ms && now - s->read_ms > s->longest_wait_ms)
+    s->longest_wait_ms = now - s->read_ms;
+  s->read_ms = now;
   check_memory(d, k, s, now);
   if (sl->unflushed && now - sl->flushed_ms >= COMMIT_EVERY_MS) {
     tg_ds_flush_thread(d->ds, k);
