@@ -175,12 +175,16 @@ data_sources {
 data_sources { config { name: "linux.system_info" } }
 CFG
 # Markers written meanwhile (ftrace/print records the kernel's address of
-# the write as its ip).
-TRACEFS=/sys/kernel/tracing
-[ -e $TRACEFS/trace_marker ] || TRACEFS=/sys/kernel/debug/tracing
+# the write as its ip). tracefs is looked up at each write: on a machine
+# just booted nothing mounts it before the probes' session does.
 rm -f "$WORK/stop"
 ( while [ ! -e "$WORK/stop" ]; do
-    echo tg-kaddr >$TRACEFS/trace_marker 2>/dev/null || true
+    for t in /sys/kernel/tracing /sys/kernel/debug/tracing; do
+      if [ -e $t/trace_marker ]; then
+        echo tg-kaddr >$t/trace_marker 2>/dev/null || true
+        break
+      fi
+    done
     sleep 0.05
   done ) &
 PIDS="$! $PIDS"
