@@ -2,7 +2,7 @@
  *
  * One thread reads for every session and every CPU, at the drain period
  * its config asked for, else once a second (at the default period while
- * new processes keep showing up, one a second or more:
+ * new processes keep showing up, one in the last ten seconds:
  * tg_ftrace_drain_wait_ms), and at once when a
  * CPU's buffer fills up: it sleeps in poll(2) on the CPUs and an eventfd.
  * The agent's callbacks only hand configs and stop/flush requests to it

@@ -788,7 +788,7 @@ bool tg_ftrace_session_pollable(const tg_ftrace_session_t *s) {
 
 uint32_t tg_ftrace_drain_wait_ms(uint32_t period_ms, bool period_asked,
                                  bool pollable, uint64_t ms_since_new_pids) {
-  bool churn = ms_since_new_pids < TG_FTRACE_QUIET_WAIT_MS;
+  bool churn = ms_since_new_pids < TG_FTRACE_NEW_PIDS_HOLD_MS;
   return period_asked || !pollable || churn ? period_ms
                                             : TG_FTRACE_QUIET_WAIT_MS;
 }

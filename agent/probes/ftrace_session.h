@@ -128,6 +128,12 @@ bool tg_ftrace_session_pollable(const tg_ftrace_session_t *s);
 /* The wait between drains of a session whose config left
  * drain_period_ms unset and whose CPUs can be polled. */
 #define TG_FTRACE_QUIET_WAIT_MS 1000
+/* How long after the last new processes the default period holds: a host
+ * that started one in the last few seconds is likely to start the next
+ * soon, and one that lives less than a quiet wait would be missed (the
+ * merge search beside conformance starts a process every second or two,
+ * some of them living tens of milliseconds). */
+#define TG_FTRACE_NEW_PIDS_HOLD_MS 10000
 
 /* The wait before a session's next drain. A config that asked for a
  * drain period (|period_asked|) gets |period_ms|, as Perfetto's probes
@@ -135,10 +141,10 @@ bool tg_ftrace_session_pollable(const tg_ftrace_session_t *s);
  * TG_FTRACE_WAKE_PERCENT (|pollable|): |period_ms| (the default period,
  * traced_probes' cadence) while the last drain that handed
  * linux.process_stats pids it had not been handed lately (new processes)
- * is less than TG_FTRACE_QUIET_WAIT_MS old (|ms_since_new_pids|;
- * UINT64_MAX for never), so that while processes come and go, one every
- * quiet wait or more often, each is resolved in /proc while it still
- * lives; else TG_FTRACE_QUIET_WAIT_MS: a busy CPU is read as soon as its
+ * is less than TG_FTRACE_NEW_PIDS_HOLD_MS old (|ms_since_new_pids|;
+ * UINT64_MAX for never), so that while processes come and go each is
+ * resolved in /proc while it still lives, as traced_probes resolves it;
+ * else TG_FTRACE_QUIET_WAIT_MS: a busy CPU is read as soon as its
  * buffer is that full, so the timer only collects what quiet CPUs
  * trickle, and an idle host wakes the reader once a second. Without
  * pollable descriptors, |period_ms|: nothing else would read a burst

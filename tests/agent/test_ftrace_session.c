@@ -23,16 +23,19 @@
 
 /* A period the config asked for is kept, whatever the descriptors; else
  * a pollable session waits TG_FTRACE_QUIET_WAIT_MS (its CPUs wake the
- * reader when busy) unless a drain named new processes less than that
- * long ago: while processes keep coming, each is resolved at the default
- * period while it lives (one that came after a drain without new pids
- * lived through a whole quiet wait unseen: conformance's process table
- * beside a job starting a process every few hundred milliseconds had 106
- * rows against traced_probes' 118). One that cannot be polled keeps the
- * default period, so a burst is still read before it overwrites itself. */
+ * reader when busy) unless a drain named new processes less than
+ * TG_FTRACE_NEW_PIDS_HOLD_MS ago: while processes keep coming, each is
+ * resolved at the default period while it lives (one that came after a
+ * drain without new pids lived through a whole quiet wait unseen:
+ * conformance's process table beside a job starting a process every few
+ * hundred milliseconds had 106 rows against traced_probes' 118). One
+ * that cannot be polled keeps the default period, so a burst is still
+ * read before it overwrites itself. */
 static void drain_wait_follows_the_asked_period_or_the_poll(void **state) {
   (void)state;
   const uint32_t quiet = TG_FTRACE_QUIET_WAIT_MS;
+  const uint32_t hold = TG_FTRACE_NEW_PIDS_HOLD_MS;
+  assert_true(hold > quiet);
   assert_int_equal(tg_ftrace_drain_wait_ms(250, true, true, UINT64_MAX), 250);
   assert_int_equal(tg_ftrace_drain_wait_ms(250, true, true, 0), 250);
   assert_int_equal(tg_ftrace_drain_wait_ms(250, true, false, UINT64_MAX), 250);
@@ -40,11 +43,11 @@ static void drain_wait_follows_the_asked_period_or_the_poll(void **state) {
   assert_int_equal(tg_ftrace_drain_wait_ms(5000, true, true, 0), 5000);
   assert_int_equal(tg_ftrace_drain_wait_ms(100, false, true, UINT64_MAX),
                    quiet);
-  /* New pids in this drain, or in one less than a quiet wait ago. */
+  /* New processes in this drain, or in one less than the hold ago. */
   assert_int_equal(tg_ftrace_drain_wait_ms(100, false, true, 0), 100);
-  assert_int_equal(tg_ftrace_drain_wait_ms(100, false, true, 100), 100);
-  assert_int_equal(tg_ftrace_drain_wait_ms(100, false, true, quiet - 1), 100);
-  assert_int_equal(tg_ftrace_drain_wait_ms(100, false, true, quiet), quiet);
+  assert_int_equal(tg_ftrace_drain_wait_ms(100, false, true, quiet), 100);
+  assert_int_equal(tg_ftrace_drain_wait_ms(100, false, true, hold - 1), 100);
+  assert_int_equal(tg_ftrace_drain_wait_ms(100, false, true, hold), quiet);
   assert_int_equal(tg_ftrace_drain_wait_ms(100, false, false, UINT64_MAX), 100);
   assert_int_equal(tg_ftrace_drain_wait_ms(100, false, false, 0), 100);
 }
