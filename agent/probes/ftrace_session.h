@@ -130,9 +130,9 @@ bool tg_ftrace_session_pollable(const tg_ftrace_session_t *s);
 #define TG_FTRACE_QUIET_WAIT_MS 1000
 /* How long after the last new processes the default period holds: a host
  * that started one in the last few seconds is likely to start the next
- * soon, and one that lives less than a quiet wait would be missed (the
- * merge search beside conformance starts a process every second or two,
- * some of them living tens of milliseconds). */
+ * soon (a job, a build, a periodic check), and one that lives less than
+ * a quiet wait and comes more than a second after the last would be
+ * missed. An idle host, where no task is created, keeps its quiet wait. */
 #define TG_FTRACE_NEW_PIDS_HOLD_MS 10000
 
 /* The wait before a session's next drain. A config that asked for a
