@@ -514,10 +514,13 @@ static bool tasks_created(tg_ftrace_session_t *s) {
 static void hand_over_fresh(tg_ftrace_session_t *s) {
   /* Nobody took them (no process_stats yet): hand them over again. */
   if (s->n_fresh) {
-    if (s->pids_cb(s->pids_ctx, s->fresh, s->n_fresh))
-      s->handed_new = tasks_created(s);
-    else
+    /* A drain may hand over twice (its pids outgrew the set midway):
+     * either hand-over's new processes count for the drain. */
+    if (s->pids_cb(s->pids_ctx, s->fresh, s->n_fresh)) {
+      if (tasks_created(s)) s->handed_new = true;
+    } else {
       tg_pid_set_clear(&s->handed);
+    }
   }
   s->n_fresh = 0;
 }
