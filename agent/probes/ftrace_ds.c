@@ -377,8 +377,7 @@ static void run_slot(tg_ftrace_ds_t *f, unsigned k, uint64_t now) {
   uint32_t wait = tg_ftrace_drain_wait_ms(
       sl->cfg.drain_period_ms, sl->cfg.drain_period_asked,
       tg_ftrace_session_pollable(sl->sess),
-      sl->new_pids_ms && now >= sl->new_pids_ms ? now - sl->new_pids_ms
-                                                : UINT64_MAX);
+      sl->new_pids_ms ? now - sl->new_pids_ms : UINT64_MAX);
   sl->next_ms = more ? now : now + wait;
 }
 

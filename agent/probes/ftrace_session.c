@@ -15,7 +15,7 @@
 #include "agent/probes/ftrace_page.h"
 #include "agent/probes/ftrace_printk.h"
 #include "agent/probes/ftrace_tracefs.h"
-#include "agent/sys/proc_read.h"
+#include "agent/sys/proc_pid.h"
 #include "common/log.h"
 #include "tracegate/error.h"
 
@@ -68,18 +68,14 @@
 
 /* The last pid the kernel gave out in this pid namespace, read from |fd|
  * (LAST_PID_PATH, kept open: one pread a reading), or -1. */
-static long read_last_pid(int fd) {
+static int64_t read_last_pid(int fd) {
   char b[24];
   ssize_t n;
+  int64_t v;
   if (fd < 0) return -1;
-  while ((n = pread(fd, b, sizeof(b) - 1, 0)) < 0 && errno == EINTR) {
+  while ((n = pread(fd, b, sizeof(b), 0)) < 0 && errno == EINTR) {
   }
-  if (n <= 0) return -1;
-  b[n] = '\0';
-  char *end;
-  errno = 0;
-  long v = strtol(b, &end, 10);
-  return errno || end == b || v < 0 ? -1 : v;
+  return n > 0 && tg_ns_last_pid_parse(b, (size_t)n, &v) == 0 ? v : -1;
 }
 
 /* A CPU's per_cpu stats as read once; |ok| false: unreadable then. */
@@ -119,7 +115,7 @@ struct tg_ftrace_session {
    * a task seen for the first time (a kernel thread that rarely runs) is
    * not one. */
   int last_pid_fd;
-  long last_pid;
+  int64_t last_pid;
   tg_ftrace_pids_cb pids_cb;
   void *pids_ctx;
   /* The same for inodes; allocated at the first drain that wants them. */
@@ -504,7 +500,7 @@ void tg_ftrace_session_set_ksyms(tg_ftrace_session_t *s, const tg_ksyms_t *ks) {
 /* Whether the host created tasks since the last reading (or that cannot
  * be told); remembers this one. */
 static bool tasks_created(tg_ftrace_session_t *s) {
-  long now = read_last_pid(s->last_pid_fd);
+  int64_t now = read_last_pid(s->last_pid_fd);
   bool created = now < 0 || s->last_pid < 0 || now != s->last_pid;
   s->last_pid = now;
   return created;

@@ -142,15 +142,24 @@ int tg_pid_status_parse(const char *text, size_t len, tg_pid_status_t *out) {
   return (out->present & TG_PID_STATUS_PID) && out->pid > 0 ? 0 : TG_EPARSE;
 }
 
-int tg_oom_score_adj_parse(const char *text, size_t len, int64_t *out) {
+/* One integer in [lo, hi], then at most a newline and blanks. */
+static int parse_one_int(const char *text, size_t len, int64_t lo, int64_t hi,
+                         int64_t *out) {
   const char *p = text, *end = text + len;
   int64_t v;
-  if (tg__parse_i64(&p, end, &v) < 0 || v < -1000 || v > 1000)
-    return TG_EPARSE;
+  if (tg__parse_i64(&p, end, &v) < 0 || v < lo || v > hi) return TG_EPARSE;
   if (p < end && *p == '\n') p++;
   if (!tg__only_blanks(p, end)) return TG_EPARSE;
   *out = v;
   return 0;
+}
+
+int tg_oom_score_adj_parse(const char *text, size_t len, int64_t *out) {
+  return parse_one_int(text, len, -1000, 1000, out);
+}
+
+int tg_ns_last_pid_parse(const char *text, size_t len, int64_t *out) {
+  return parse_one_int(text, len, 0, INT32_MAX, out);
 }
 
 size_t tg_pids_new(const int32_t *prev, size_t n_prev, const int32_t *cur,

@@ -81,6 +81,10 @@ int tg_smaps_rollup_parse(const char *text, size_t len, tg_smaps_rollup_t *out);
 /* Parses /proc/<pid>/oom_score_adj ("-1000".."1000"). */
 int tg_oom_score_adj_parse(const char *text, size_t len, int64_t *out);
 
+/* Parses /proc/sys/kernel/ns_last_pid: the last pid the kernel gave out
+ * in the reader's pid namespace ("0".."2147483647"). */
+int tg_ns_last_pid_parse(const char *text, size_t len, int64_t *out);
+
 /* Given the sorted pids of the previous scan and of this one, writes the
  * pids of |cur| that are not in |prev| to |out_new| (room for n_cur) and
  * returns how many. */

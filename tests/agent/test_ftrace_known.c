@@ -959,11 +959,11 @@ static bool drain_until_handed(tg_ftrace_session_t *session,
 }
 
 /* A drain says whether linux.process_stats took pids it had not been
- * handed lately: the reader then drains at the default period for a
- * quiet wait, so that processes that come and go are resolved while they
- * live
- * (tg_ftrace_drain_wait_ms). Pids nobody took are not new ones: they are
- * handed over again. */
+ * handed lately while the host created tasks (a process started for the
+ * purpose): the reader then keeps the default period for
+ * TG_FTRACE_NEW_PIDS_HOLD_MS, so that processes that come and go are
+ * resolved while they live (tg_ftrace_drain_wait_ms). Pids nobody took
+ * are not new ones: they are handed over again. */
 static void drains_say_when_they_handed_new_pids(void **state) {
   (void)state;
   require_ftrace();

@@ -1,7 +1,7 @@
 /* A linux.ftrace session's rules that need no kernel: the drain cadence
  * (tg_ftrace_drain_wait_ms: the period the config asked for, else once a
- * second with pollable CPUs unless new processes showed up within that
- * second, else the default period) and
+ * second with pollable CPUs unless new processes showed up within
+ * TG_FTRACE_NEW_PIDS_HOLD_MS, else the default period) and
  * throttle_rss_stat's trigger, against a directory laid out as an
  * instance's. */
 #include <errno.h>

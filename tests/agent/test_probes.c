@@ -523,6 +523,20 @@ static void oom_score_adj_parses_range(void **state) {
   assert_int_equal(tg_oom_score_adj_parse("-\n", 2, &v), TG_EPARSE);
 }
 
+static void ns_last_pid_parses_a_pid(void **state) {
+  (void)state;
+  int64_t v;
+  assert_int_equal(tg_ns_last_pid_parse("4194304\n", 8, &v), 0);
+  assert_int_equal(v, 4194304);
+  assert_int_equal(tg_ns_last_pid_parse("0", 1, &v), 0);
+  assert_int_equal(v, 0);
+  assert_int_equal(tg_ns_last_pid_parse("", 0, &v), TG_EPARSE);
+  assert_int_equal(tg_ns_last_pid_parse("-1\n", 3, &v), TG_EPARSE);
+  assert_int_equal(tg_ns_last_pid_parse("2147483648\n", 11, &v), TG_EPARSE);
+  assert_int_equal(tg_ns_last_pid_parse("12 13\n", 6, &v), TG_EPARSE);
+  assert_int_equal(tg_ns_last_pid_parse("12x\n", 4, &v), TG_EPARSE);
+}
+
 static void pids_new_finds_additions(void **state) {
   (void)state;
   const int32_t prev[] = {1, 5, 7, 100};
@@ -1055,6 +1069,7 @@ int main(void) {
       cmocka_unit_test(pid_status_parses_kernel_thread),
       cmocka_unit_test(pid_status_rejects_garbled_input),
       cmocka_unit_test(oom_score_adj_parses_range),
+      cmocka_unit_test(ns_last_pid_parses_a_pid),
       cmocka_unit_test(pids_new_finds_additions),
       cmocka_unit_test(sys_stats_packet_decodes),
       cmocka_unit_test(sys_stats_packet_overflow_is_an_error),

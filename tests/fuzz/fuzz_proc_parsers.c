@@ -103,6 +103,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       int64_t v;
       rv = tg_oom_score_adj_parse(text, n, &v);
       if (rv == 0 && (v < -1000 || v > 1000)) __builtin_trap();
+      /* The other one-integer file: the kernel's last pid given out. */
+      int64_t last;
+      int rv2 = tg_ns_last_pid_parse(text, n, &last);
+      if (rv2 == 0 && (last < 0 || last > INT32_MAX)) __builtin_trap();
+      if (rv2 != 0 && rv2 != TG_EPARSE) __builtin_trap();
       break;
     }
     case 5: {
